@@ -1,0 +1,160 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Client is one connection to a lock backend, and the core's machinery over
+// it: validation, waiting, renewal and loss signalling. Make one per process
+// and backend, with Open or New, and share it: it is safe for concurrent use.
+type Client struct {
+	drv      driver.Driver
+	defaults config
+	features driver.Features
+	notifier driver.Notifier
+	blocker  driver.Blocker
+
+	// closing is cancelled by Close; every wait watches it.
+	closing     context.Context
+	stopClosing context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	leases map[*lease]struct{}
+	ops    sync.WaitGroup // acquisitions and renewals in flight
+}
+
+// New makes a Client over a driver, usually one made by a driver package's
+// own constructor over a backend client the caller owns. Options set the
+// defaults of every Mutex of the Client.
+func New(d driver.Driver, opts ...Option) (*Client, error) {
+	if d == nil {
+		return nil, fmt.Errorf("%w: nil driver", ErrInvalidOption)
+	}
+	defaults, err := defaultConfig().with(opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{drv: d, defaults: defaults, leases: map[*lease]struct{}{}}
+	if f, ok := d.(driver.Featurer); ok {
+		c.features = f.Features()
+	}
+	c.notifier, _ = d.(driver.Notifier)
+	c.blocker, _ = d.(driver.Blocker)
+	c.closing, c.stopClosing = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// Mutex returns the exclusive lock named key. Options override the Client's
+// defaults for this Mutex only. It fails with ErrInvalidKey, ErrInvalidTTL or
+// ErrInvalidOption on bad input, with an error wrapping errors.ErrUnsupported
+// when an option needs a capability the driver lacks, and with ErrClosed after
+// Close.
+func (c *Client) Mutex(key string, opts ...Option) (Mutex, error) {
+	return c.newMutex(key, opts)
+}
+
+// RWMutex returns the reader/writer lock named key. Its write lock is the same
+// lock as Mutex(key) takes. It needs a driver with read-write locks; others
+// return an error wrapping errors.ErrUnsupported.
+func (c *Client) RWMutex(key string, opts ...Option) (RWMutex, error) {
+	if !c.features.Shared {
+		return nil, fmt.Errorf("dlock: read-write locks: %w by this driver", errors.ErrUnsupported)
+	}
+	return c.newMutex(key, opts)
+}
+
+func (c *Client) newMutex(key string, opts []Option) (*mutex, error) {
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	cfg, err := c.defaults.with(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := validate(c.drv, key, cfg.ttl); err != nil {
+		return nil, err
+	}
+	if cfg.owner != "" && !c.features.Reentrant {
+		return nil, fmt.Errorf("dlock: reentrant locks (WithOwner): %w by this driver", errors.ErrUnsupported)
+	}
+	if !cfg.pollCustom {
+		cfg.pollMin, cfg.pollMax = defaultPollMin, defaultPollMax
+		if c.notifier != nil {
+			cfg.pollMin, cfg.pollMax = defaultNotifiedPollMin, defaultNotifiedPollMax
+		}
+	}
+	return &mutex{c: c, key: key, cfg: cfg}, nil
+}
+
+// Close releases every lease the Client still holds, stops renewal, and
+// closes the driver (and with it any backend client that Open made; a client
+// the caller passed to a driver constructor stays open). Waiting Lock calls
+// return ErrClosed. ctx bounds the releases: leases not released by then end
+// by their TTL. Calls after the first return nil.
+func (c *Client) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.stopClosing()
+	c.ops.Wait() // in-flight acquisitions see closing and give up; renewals finish
+
+	c.mu.Lock()
+	held := make([]*lease, 0, len(c.leases))
+	for l := range c.leases {
+		held = append(held, l)
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, l := range held {
+		if err := l.end(ctx, ErrClosed); err != nil && !errors.Is(err, ErrNotHeld) {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, c.drv.Close())
+	return errors.Join(errs...)
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// beginOp registers an operation that Close must wait for; false after Close.
+func (c *Client) beginOp() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.ops.Add(1)
+	return true
+}
+
+// track registers a granted lease so that Close releases it; false after
+// Close, in which case the caller must release the lease itself.
+func (c *Client) track(l *lease) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.leases[l] = struct{}{}
+	return true
+}
+
+func (c *Client) untrack(l *lease) {
+	c.mu.Lock()
+	delete(c.leases, l)
+	c.mu.Unlock()
+}

@@ -1,0 +1,89 @@
+package conformance
+
+import (
+	"time"
+)
+
+func testBackendPaused(t *T, e *env) {
+	f := e.h.Faults
+	if f == nil || f.Pause == nil || f.Resume == nil {
+		t.Skipf("the harness has no Pause and Resume hooks")
+	}
+	key := e.key("paused")
+	ma := e.mutex(t, e.client(t), key)
+	mb, mc := e.mutex(t, e.client(t), key), e.mutex(t, e.client(t), key)
+	la := lock(t, ma)
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := f.Resume(t.Context()); err != nil {
+				t.Fatalf("Resume: %v", err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+
+	// A short pause changes nothing.
+	if err := f.Pause(t.Context()); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	time.Sleep(e.ttl * 3 / 10) // the length of the fault
+	resume()
+	if err := la.Extend(t.Context()); err != nil {
+		t.Fatalf("Extend after a pause of 0.3 TTL: %v", err)
+	}
+
+	// A long one loses the lock, by the deadline.
+	resumed = false
+	deadline := la.Deadline()
+	if err := f.Pause(t.Context()); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	paused := time.Now()
+	within(t, la.Done(), time.Until(deadline)+slack, "the lost signal while the backend is paused")
+	time.Sleep(time.Until(paused.Add(2 * e.ttl))) // the length of the fault
+	resume()
+
+	ctx, cancel := contextWithTimeout(t, 2*e.ttl+slack)
+	defer cancel()
+	lb, err := mb.Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock after the pause: %v", err)
+	}
+	expectLocked(t, mc, "one client holds the lock after the pause")
+	unlock(t, lb)
+}
+
+func testBackendRestarted(t *T, e *env) {
+	f := e.h.Faults
+	if f == nil || f.Restart == nil {
+		t.Skipf("the harness has no Restart hook")
+	}
+	key := e.key("restart")
+	ma, mb := e.mutex(t, e.client(t), key), e.mutex(t, e.client(t), key)
+	la := lock(t, ma)
+	before := la.Token()
+	if err := f.Restart(t.Context()); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	// The holder either keeps the lock (the backend kept it) or is told
+	// within a TTL that it lost it.
+	select {
+	case <-la.Done():
+	case <-time.After(e.ttl + slack):
+		if err := la.Extend(t.Context()); err == nil {
+			unlock(t, la)
+		}
+	}
+	ctx, cancel := contextWithTimeout(t, 2*e.ttl+slack)
+	defer cancel()
+	lb, err := mb.Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock after the restart: %v", err)
+	}
+	if after := lb.Token(); before != 0 && after <= before {
+		t.Errorf("fencing token after the restart: got %d, want more than %d", after, before)
+	}
+	unlock(t, lb)
+}

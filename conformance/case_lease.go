@@ -1,0 +1,143 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+func contextWithTimeout(t *T, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(t.Context(), d)
+}
+
+func testRenewalKeepsLock(t *T, e *env) {
+	key := e.key("renew")
+	ma, mb := e.mutex(t, e.client(t), key), e.mutex(t, e.client(t), key)
+	la := lock(t, ma)
+	first := la.Deadline()
+	end := time.Now().Add(3*e.ttl + e.ttl/2)
+	for time.Now().Before(end) {
+		expectLocked(t, mb, "renewal keeps the lock held")
+		if err := la.Err(); err != nil {
+			t.Fatalf("lease lost while renewal was on: %v", err)
+		}
+		time.Sleep(e.ttl / 4) // pace the contender
+	}
+	if !la.Deadline().After(first.Add(2 * e.ttl)) {
+		t.Errorf("deadline after 3.5 TTLs: got %v past the first, want it moved forward by renewals", la.Deadline().Sub(first))
+	}
+	unlock(t, la)
+}
+
+func testManualExtend(t *T, e *env) {
+	key := e.key("extend")
+	ma := e.mutex(t, e.client(t), key, dlock.WithoutRenewal())
+	mb := e.mutex(t, e.client(t), key)
+	la := lock(t, ma)
+	first := la.Deadline()
+	time.Sleep(e.ttl / 2) // let part of the lease pass
+	if err := la.Extend(t.Context()); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	second := la.Deadline()
+	if !second.After(first) {
+		t.Errorf("Extend did not move the deadline: %v then %v", first, second)
+	}
+	within(t, la.Done(), time.Until(second)+slack, "the lost signal of a lease left to lapse")
+	if early := time.Until(second); early > 5*time.Millisecond {
+		t.Errorf("the lost signal fired %v before the deadline", early)
+	}
+	if err := la.Err(); !errors.Is(err, dlock.ErrLockLost) {
+		t.Errorf("Err of a lapsed lease: got %v, want ErrLockLost", err)
+	}
+	ctx, cancel := contextWithTimeout(t, e.ttl+slack)
+	defer cancel()
+	lb, err := mb.Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock after the lease lapsed: %v", err)
+	}
+	unlock(t, lb)
+}
+
+func testLostOnDelete(t *T, e *env) {
+	if e.h.Tamper == nil {
+		t.Skipf("the harness has no Tamper hook")
+	}
+	key := e.key("deleted")
+	ma, mb := e.mutex(t, e.client(t), key), e.mutex(t, e.client(t), key)
+	la := lock(t, ma)
+	if err := e.h.Tamper(t.Context(), key, false); err != nil {
+		t.Fatalf("Tamper: %v", err)
+	}
+	within(t, la.Done(), e.ttl+slack, "the lost signal after the lock was deleted")
+	if err := la.Err(); !errors.Is(err, dlock.ErrLockLost) {
+		t.Errorf("Err: got %v, want ErrLockLost", err)
+	}
+	_ = la.Unlock(t.Context())
+	expectFree(t, mb, "the lock was deleted")
+}
+
+func testLostOnOverwrite(t *T, e *env) {
+	if e.h.Tamper == nil {
+		t.Skipf("the harness has no Tamper hook")
+	}
+	key := e.key("overwritten")
+	ma, mb := e.mutex(t, e.client(t), key), e.mutex(t, e.client(t), key)
+	la := lock(t, ma)
+	if err := e.h.Tamper(t.Context(), key, true); err != nil {
+		t.Fatalf("Tamper: %v", err)
+	}
+	within(t, la.Done(), e.ttl+slack, "the lost signal after the lock was taken over")
+	if err := la.Err(); !errors.Is(err, dlock.ErrLockLost) {
+		t.Errorf("Err: got %v, want ErrLockLost", err)
+	}
+	if err := la.Unlock(t.Context()); !errors.Is(err, dlock.ErrLockLost) {
+		t.Errorf("Unlock of the lost lease: got %v, want ErrLockLost", err)
+	}
+	expectLocked(t, mb, "the stranger's lock must survive the old holder's Unlock")
+}
+
+func testRenewalBlocked(t *T, e *env) {
+	key := e.key("blocked")
+	ma := e.mutex(t, e.client(t, blockedRenewals), key)
+	mb := e.mutex(t, e.client(t), key)
+	la := lock(t, ma)
+	acquired := time.Now()
+	deadline := la.Deadline()
+	within(t, la.Done(), time.Until(deadline)+slack, "the lost signal while renewal is blocked")
+	if late := time.Since(deadline); late > slack {
+		t.Errorf("the lost signal fired %v after the validity deadline", late)
+	}
+	ctx, cancel := contextWithTimeout(t, time.Until(acquired.Add(e.ttl+slack)))
+	defer cancel()
+	lb, err := mb.Lock(ctx)
+	if err != nil {
+		t.Fatalf("contender's Lock: got %v, want the lock within TTL plus a margin", err)
+	}
+	unlock(t, lb)
+}
+
+func testSlowAcquireReply(t *T, e *env) {
+	key := e.key("slow")
+	probe := e.mutex(t, e.client(t), key)
+
+	// A reply slower than the TTL must not become a lease.
+	slow := e.mutex(t, e.client(t, slowReplies(e.ttl+e.ttl/2)), key)
+	if l, err := slow.TryLock(t.Context()); err == nil {
+		t.Errorf("a lock whose validity ran out before the reply arrived was reported held, deadline %v ago", time.Since(l.Deadline()))
+		_ = l.Unlock(t.Context())
+	}
+	expectFree(t, probe, "the expired grant was given back or expired")
+
+	// Validity is counted from the call's start, however long the call takes.
+	for _, m := range []dlock.Mutex{probe, e.mutex(t, e.client(t, slowReplies(e.ttl/4)), key)} {
+		started := time.Now()
+		l := lock(t, m)
+		if over := l.Deadline().Sub(started.Add(e.ttl)); over > 0 {
+			t.Errorf("deadline %v later than the call's start plus the TTL", over)
+		}
+		unlock(t, l)
+	}
+}

@@ -1,0 +1,71 @@
+package conformance
+
+import "time"
+
+// testCase is one row of the suite: a rule from the documentation and the
+// check of it.
+type testCase struct {
+	name string
+	// rule is what the case checks, restated from the documentation of
+	// package dlock or package driver.
+	rule string
+	// serial cases interfere with the whole backend and run one at a time.
+	serial bool
+	// ttls is how many TTLs the case may take, beyond a fixed allowance.
+	ttls int
+	run  func(t *T, e *env)
+}
+
+func (c testCase) limit(ttl time.Duration) time.Duration {
+	return 30*time.Second + time.Duration(max(c.ttls, 4))*ttl
+}
+
+// cases is the suite. The self-tests name cases from it: keep names stable.
+var cases = []testCase{
+	{name: "MutualExclusion", ttls: 20, run: testMutualExclusion,
+		rule: "at most one holder at a time: 8 independent clients with 4 goroutines each never overlap in the guarded section, never present a stale fencing token, and lose no write"},
+	{name: "TryLockHeld", run: testTryLockHeld,
+		rule: "TryLock on a held lock returns ErrLocked at once and leaves the holder's lock untouched"},
+	{name: "DoubleUnlock", run: testDoubleUnlock,
+		rule: "a second Unlock of a lease returns ErrNotHeld and does not release the lock another owner took meanwhile"},
+	{name: "StaleUnlock", ttls: 6, run: testStaleUnlock,
+		rule: "a holder whose lease expired cannot release the lock that another client now holds (driver Release returns ErrNotHeld; core Unlock reports the loss)"},
+	{name: "StaleExtend", ttls: 6, run: testStaleExtend,
+		rule: "a holder whose lease expired cannot extend the lock that another client now holds: Extend returns ErrNotHeld and changes nothing"},
+	{name: "ReleaseRacingExpiry", ttls: 40, run: testReleaseRacingExpiry,
+		rule: "a release that reaches the backend just as the lease expires never removes the lock of the next holder"},
+	{name: "ExpiryAfterHolderVanishes", ttls: 8, run: testExpiryAfterHolderVanishes,
+		rule: "a lock whose holder disappears without unlocking becomes free within its TTL (plus a margin), and not before the holder's validity deadline"},
+	{name: "RenewalKeepsLock", ttls: 8, run: testRenewalKeepsLock,
+		rule: "with renewal on, a lock stays held across at least 3 TTLs: contenders fail, the lease stays valid and its deadline moves forward"},
+	{name: "ManualExtend", ttls: 8, run: testManualExtend,
+		rule: "with renewal off, Extend moves the deadline; without it the lost signal fires by the validity deadline and the lock frees within the TTL"},
+	{name: "LostSignalOnDelete", ttls: 6, run: testLostOnDelete,
+		rule: "when the lock is deleted behind the holder's back, the lost signal fires within a TTL and Err wraps ErrLockLost"},
+	{name: "LostSignalOnOverwrite", ttls: 6, run: testLostOnOverwrite,
+		rule: "when the lock is taken over behind the holder's back, the lost signal fires within a TTL, and the old holder's Unlock leaves the new owner's lock alone"},
+	{name: "RenewalBlocked", ttls: 8, run: testRenewalBlocked,
+		rule: "when renewal cannot reach the backend, the lost signal fires no later than the validity deadline, and a contender gets the lock within TTL plus a margin"},
+	{name: "SlowAcquireReply", ttls: 8, run: testSlowAcquireReply,
+		rule: "validity is counted from the start of the acquire call: a reply delayed beyond the TTL yields no lease, and no lease's deadline is later than call start plus TTL"},
+	{name: "CancelledWait", run: testCancelledWait,
+		rule: "a Lock whose context ends returns exactly ctx.Err() promptly and leaves nothing behind on the backend"},
+	{name: "FencingTokens", ttls: 6, run: testFencingTokens,
+		rule: "fencing tokens strictly increase across release, expiry and re-acquire, on any client"},
+	{name: "UseAfterClose", run: testUseAfterClose,
+		rule: "Close releases held locks, wakes blocked Lock calls with ErrClosed, ends leases with ErrClosed, and every later call returns ErrClosed"},
+	{name: "BadKeys", run: testBadKeys,
+		rule: "bad keys get ErrInvalidKey; hostile keys (spaces, CRLF, NUL, invalid UTF-8, braces, path elements) either work as distinct locks or get ErrInvalidKey, never a panic or another key's lock"},
+	{name: "BadOptions", run: testBadOptions,
+		rule: "TTLs outside 10 ms to 30 days get ErrInvalidTTL, other bad option values ErrInvalidOption, and options the driver cannot honour errors.ErrUnsupported"},
+	{name: "Reentrancy", run: testReentrancy,
+		rule: "with WithOwner, the same owner re-enters at once with the same token; other owners are excluded until every entry is unlocked"},
+	{name: "ReadersShare", run: testReadersShare,
+		rule: "readers share a read-write lock and exclude writers until the last reader leaves; a writer excludes readers"},
+	{name: "ReadWriteExclusion", ttls: 20, run: testReadWriteExclusion,
+		rule: "under contention, readers overlap only readers and a writer overlaps nobody"},
+	{name: "BackendPaused", serial: true, ttls: 12, run: testBackendPaused,
+		rule: "a backend paused beyond the TTL makes the holder's lost signal fire by its deadline, and after the pause at most one client holds the lock; a short pause changes nothing"},
+	{name: "BackendRestarted", serial: true, ttls: 12, run: testBackendRestarted,
+		rule: "after a backend restart the holder learns of a lost lock at the next renewal, and tokens never go backwards"},
+}

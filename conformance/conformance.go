@@ -1,0 +1,106 @@
+// Package conformance is the test suite every dlock driver passes.
+//
+// A driver's tests start a real backend (in a container, or an existing
+// server), then hand the suite a Harness that makes fresh, independent
+// clients of it:
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.Run(t, conformance.Harness{
+//			NewDriver: func(ctx context.Context) (driver.Driver, error) {
+//				return mydriver.Open(ctx, serverURL)
+//			},
+//		})
+//	}
+//
+// Each case is a row of a table with the rule it checks, taken from the
+// documentation of package dlock and package driver. Cases needing a
+// capability the driver lacks (read-write locks, reentrancy) or a hook the
+// harness lacks (tampering, backend faults) are skipped with the reason.
+// Every case runs under a watchdog, so a broken driver fails instead of
+// hanging.
+//
+// The suite proves its own strength: its tests run it against deliberately
+// broken drivers, one per known-broken locking algorithm, and check that each
+// fails the cases meant to catch it.
+package conformance
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Harness is what a driver's tests give the suite: a way to make clients of
+// the backend under test, and optionally ways to interfere with it.
+type Harness struct {
+	// NewDriver returns a new client of the backend, independent of every
+	// other (as a client in another process would be). Required. The suite
+	// closes every driver it makes.
+	NewDriver func(ctx context.Context) (driver.Driver, error)
+
+	// TTL is the lease length the cases use. Default 1 s; a backend with
+	// coarse expiry (whole seconds) needs more. Cases last a few TTLs.
+	TTL time.Duration
+
+	// Tamper, when set, removes the lock on key (overwrite false) or gives it
+	// to a stranger (overwrite true) behind its holders' backs, as an
+	// operator or a buggy client would. It enables the lost-signal cases.
+	Tamper func(ctx context.Context, key string, overwrite bool) error
+
+	// Faults, when set, enables the cases that pause and restart the backend.
+	Faults *Faults
+}
+
+// Faults are hooks that do to the whole backend what happens to servers.
+type Faults struct {
+	// Pause freezes the backend (docker pause): requests hang until Resume.
+	Pause func(ctx context.Context) error
+	// Resume undoes Pause.
+	Resume func(ctx context.Context) error
+	// Restart stops the backend and starts it again, losing whatever it does
+	// not persist, and returns once it serves requests again.
+	Restart func(ctx context.Context) error
+}
+
+// Run runs every applicable case of the suite against the harness's backend,
+// each as a subtest of t named after the case. Cases that do not interfere
+// with the whole backend run in parallel, on keys of their own; fault cases
+// run afterwards, one at a time.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.NewDriver == nil {
+		t.Fatal("conformance: Harness.NewDriver is required")
+	}
+	if h.TTL <= 0 {
+		h.TTL = time.Second
+	}
+	probe, err := h.NewDriver(t.Context())
+	if err != nil {
+		t.Fatalf("conformance: NewDriver: %v", err)
+	}
+	env := newEnv(h, probe)
+	_ = probe.Close()
+
+	for _, serial := range []bool{false, true} {
+		group := "Cases"
+		if serial {
+			group = "Faults"
+		}
+		t.Run(group, func(t *testing.T) {
+			for _, c := range cases {
+				if c.serial != serial {
+					continue
+				}
+				t.Run(c.name, func(t *testing.T) {
+					if !serial {
+						t.Parallel()
+					}
+					res := execute(env, c)
+					res.report(t, c)
+				})
+			}
+		})
+	}
+}

@@ -1,0 +1,94 @@
+package driver
+
+import (
+	"context"
+	"time"
+)
+
+// The optional interfaces below are the only way a driver declares what its
+// backend can do beyond Driver and Lease. The core type-asserts them; users
+// never do. Each documents what the core does when a driver lacks it.
+
+// Blocker is implemented by drivers whose backend queues waiters itself
+// (ZooKeeper's sequence nodes, PostgreSQL's lock queue, Hazelcast's member-side
+// queue). Acquire waits server-side until the lock is granted or ctx ends.
+//
+// When ctx ends, Acquire returns ctx's error and leaves nothing behind: its
+// queue entry is removed, and a grant that raced with the cancellation is
+// released before Acquire returns. Otherwise it behaves as TryAcquire.
+//
+// Fallback: without Blocker, the core waits by calling TryAcquire again each
+// time a Notifier wakes it, and at jittered, growing intervals regardless.
+type Blocker interface {
+	Acquire(ctx context.Context, req Request) (Lease, error)
+}
+
+// Notifier is implemented by drivers whose backend can tell waiters that a lock
+// may have become free (Redis pub/sub, watches). The core subscribes before its
+// first TryAcquire, so that no release between a failed try and the wait goes
+// unnoticed, and retries at once on every wake-up.
+//
+// Notifications are hints: a lost one may cost latency, never correctness,
+// because the core keeps polling with backoff beside them.
+//
+// Fallback: without Notifier, the core polls with jittered exponential backoff,
+// never sleeping past the holder's expiry when the driver reported it through a
+// LockedError.
+type Notifier interface {
+	// Subscribe starts listening for releases of key. The subscription's
+	// channel receives a value (non-blocking, coalesced) after each release.
+	Subscribe(ctx context.Context, key string) (Subscription, error)
+}
+
+// Subscription is a Notifier's stream of wake-ups for one key.
+type Subscription interface {
+	// C returns the channel that receives a value when the key may be free.
+	// It is buffered: wake-ups that arrive while nobody reads are coalesced.
+	C() <-chan struct{}
+	// Close ends the subscription. It is safe to call more than once.
+	Close() error
+}
+
+// Features lists the request kinds a driver accepts beyond plain exclusive
+// locks.
+type Features struct {
+	// Shared: the driver takes Requests with Mode Shared (read locks), and its
+	// Exclusive locks exclude Shared holders of the same key.
+	Shared bool
+	// Reentrant: the driver takes Requests with a non-empty Owner.
+	Reentrant bool
+}
+
+// Featurer is implemented by drivers that support more than exclusive,
+// non-reentrant locks.
+//
+// Fallback: without it, or for a feature it reports false, the core refuses
+// the request with an error wrapping errors.ErrUnsupported and never sends it
+// to the driver. There is no emulation: a read lock or a reentrant lock that
+// the backend does not understand would not exclude other clients.
+type Featurer interface {
+	Features() Features
+}
+
+// Validator is implemented by drivers whose backend limits keys or TTLs beyond
+// the core's own rules (a non-empty key of at most 1024 bytes; a TTL from
+// 10 ms to 30 days). Each method returns nil or a plain error saying what is
+// wrong; the core wraps it into its ErrInvalidKey or ErrInvalidTTL.
+//
+// Fallback: without it, the core's rules alone apply.
+type Validator interface {
+	ValidateKey(key string) error
+	ValidateTTL(ttl time.Duration) error
+}
+
+// LossReporter is implemented by leases whose backend reports a loss on its own
+// (a session expiring, a connection closing), earlier than the next Extend
+// would find it. Lost returns a context that is cancelled when the lease is
+// lost, with the reason as its cause (context.Cause). The core watches it with
+// context.AfterFunc, so it costs no goroutine.
+//
+// Fallback: without it, the core learns of a loss from the next Extend, or from
+// the validity deadline passing unconfirmed, whichever comes first.
+type LossReporter interface {
+	Lost() context.Context
+}

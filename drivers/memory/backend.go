@@ -1,0 +1,170 @@
+package memory
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Backend is an in-process lock server: the shared state that the Drivers
+// made over it contend for, as clients of one Redis server would. It is safe
+// for concurrent use. The zero Backend is not usable; call NewBackend.
+//
+// Its fault hooks (Pause, Resume, Restart, Tamper) let tests do to it what
+// they do to a real server in a container.
+type Backend struct {
+	mu      sync.Mutex
+	locks   map[string]*entry
+	fences  map[string]uint64
+	changed chan struct{} // closed and replaced whenever a lock may have become free
+	paused  chan struct{} // non-nil while paused; closed by Resume
+	epoch   uint64        // advanced by Restart
+}
+
+// entry is the state of one key: at most one exclusive holder, or any number
+// of shared ones.
+type entry struct {
+	exclusive *holder
+	shared    map[string]*holder // by identity
+}
+
+// holder is one grant. Reentrant grants are counted on one holder.
+type holder struct {
+	identity string // the owner for reentrant grants, the request ID otherwise
+	token    uint64
+	count    int
+	expires  time.Time
+	lost     context.CancelCauseFunc // tells the grant's leases they lost it
+	lostCtx  context.Context
+}
+
+// NewBackend returns an empty Backend.
+func NewBackend() *Backend {
+	return &Backend{
+		locks:   map[string]*entry{},
+		fences:  map[string]uint64{},
+		changed: make(chan struct{}),
+	}
+}
+
+// gate blocks while the backend is paused, like a frozen server, until ctx
+// ends. Called without b.mu.
+func (b *Backend) gate(ctx context.Context) error {
+	b.mu.Lock()
+	paused := b.paused
+	b.mu.Unlock()
+	if paused == nil {
+		return nil
+	}
+	select {
+	case <-paused:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// live returns the entry of key with expired grants removed, or nil. Callers
+// hold b.mu.
+func (b *Backend) live(key string, now time.Time) *entry {
+	e := b.locks[key]
+	if e == nil {
+		return nil
+	}
+	if e.exclusive != nil && !now.Before(e.exclusive.expires) {
+		e.exclusive = nil
+	}
+	for id, h := range e.shared {
+		if !now.Before(h.expires) {
+			delete(e.shared, id)
+		}
+	}
+	if e.exclusive == nil && len(e.shared) == 0 {
+		delete(b.locks, key)
+		return nil
+	}
+	return e
+}
+
+// wake tells every waiter that a lock may have become free. Callers hold b.mu.
+func (b *Backend) wake() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// grant tries to take key for req; it returns the holder, or the time left on
+// the lease that blocks it. Callers hold b.mu.
+func (b *Backend) grant(req driver.Request, now time.Time) (*holder, time.Duration) {
+	identity := req.ID
+	if req.Owner != "" {
+		identity = req.Owner
+	}
+	e := b.live(req.Key, now)
+	if e == nil {
+		e = &entry{shared: map[string]*holder{}}
+		b.locks[req.Key] = e
+	}
+	expires := now.Add(req.TTL)
+	if req.Mode == driver.Shared {
+		if e.exclusive != nil {
+			return nil, e.exclusive.expires.Sub(now)
+		}
+		if h := e.shared[identity]; h != nil && req.Owner != "" {
+			h.count++
+			h.expires = later(h.expires, expires)
+			return h, 0
+		}
+		h := b.newHolder(req.Key, identity, expires)
+		e.shared[identity] = h
+		return h, 0
+	}
+	if h := e.exclusive; h != nil {
+		if req.Owner != "" && h.identity == identity {
+			h.count++
+			h.expires = later(h.expires, expires)
+			return h, 0
+		}
+		return nil, h.expires.Sub(now)
+	}
+	if len(e.shared) > 0 {
+		var left time.Duration
+		for _, h := range e.shared {
+			left = max(left, h.expires.Sub(now))
+		}
+		return nil, left
+	}
+	e.exclusive = b.newHolder(req.Key, identity, expires)
+	return e.exclusive, 0
+}
+
+func (b *Backend) newHolder(key, identity string, expires time.Time) *holder {
+	b.fences[key]++
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &holder{identity: identity, token: b.fences[key], count: 1, expires: expires, lostCtx: ctx, lost: cancel}
+}
+
+// find returns the live holder of key with the given identity and token.
+// Callers hold b.mu.
+func (b *Backend) find(k, identity string, token uint64, mode driver.Mode, now time.Time) (*entry, *holder) {
+	e := b.live(k, now)
+	if e == nil {
+		return nil, nil
+	}
+	h := e.exclusive
+	if mode == driver.Shared {
+		h = e.shared[identity]
+	}
+	if h == nil || h.identity != identity || h.token != token {
+		return nil, nil
+	}
+	return e, h
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

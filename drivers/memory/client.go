@@ -1,0 +1,193 @@
+package memory
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// client is one Driver over a Backend.
+type client struct {
+	b      *Backend
+	o      options
+	closed atomic.Bool
+}
+
+func (c *client) Features() driver.Features {
+	return driver.Features{Shared: true, Reentrant: true}
+}
+
+// ValidateKey accepts every key the core accepts: the backend is a map.
+func (c *client) ValidateKey(string) error { return nil }
+
+// ValidateTTL accepts every TTL the core accepts.
+func (c *client) ValidateTTL(time.Duration) error { return nil }
+
+func (c *client) Close() error {
+	c.closed.Store(true)
+	return nil
+}
+
+// enter checks that the client is open and the backend not paused.
+func (c *client) enter(ctx context.Context) error {
+	if c.closed.Load() {
+		return driver.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.b.gate(ctx)
+}
+
+func (c *client) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	if err := c.enter(ctx); err != nil {
+		return nil, err
+	}
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	h, left := c.b.grant(req, time.Now())
+	if h == nil {
+		return nil, &driver.LockedError{RetryAfter: left}
+	}
+	return c.newLease(req, h), nil
+}
+
+// acquire waits inside the backend until the lock is granted or ctx ends; a
+// waiter leaves no state behind, so cancelling is clean by construction.
+func (c *client) acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	for {
+		if err := c.enter(ctx); err != nil {
+			return nil, err
+		}
+		c.b.mu.Lock()
+		h, left := c.b.grant(req, time.Now())
+		changed := c.b.changed
+		c.b.mu.Unlock()
+		if h != nil {
+			return c.newLease(req, h), nil
+		}
+		timer := time.NewTimer(left)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-changed:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+func (c *client) subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	if err := c.enter(ctx); err != nil {
+		return nil, err
+	}
+	s := &subscription{c: make(chan struct{}, 1), stop: make(chan struct{})}
+	go s.run(c.b)
+	return s, nil
+}
+
+// subscription forwards every change of the backend to its channel: a
+// release of any key wakes every subscriber, which is harmless for a
+// reference driver and exercises the core's retry path.
+type subscription struct {
+	c    chan struct{}
+	stop chan struct{}
+	once sync.Once
+}
+
+func (s *subscription) run(b *Backend) {
+	for {
+		b.mu.Lock()
+		changed := b.changed
+		b.mu.Unlock()
+		select {
+		case <-s.stop:
+			return
+		case <-changed:
+			select {
+			case s.c <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (s *subscription) C() <-chan struct{} { return s.c }
+
+func (s *subscription) Close() error {
+	s.once.Do(func() { close(s.stop) })
+	return nil
+}
+
+func (c *client) newLease(req driver.Request, h *holder) driver.Lease {
+	l := &lease{c: c, key: req.Key, mode: req.Mode, identity: h.identity, token: h.token, validity: req.TTL, lost: h.lostCtx}
+	if c.o.noLossReports {
+		return l
+	}
+	return &reportingLease{l}
+}
+
+// lease is one grant as a client holds it.
+type lease struct {
+	c        *client
+	key      string
+	mode     driver.Mode
+	identity string
+	token    uint64
+	validity time.Duration
+	lost     context.Context
+}
+
+// reportingLease adds driver.LossReporter.
+type reportingLease struct{ *lease }
+
+func (l *reportingLease) Lost() context.Context { return l.lost }
+
+var _ driver.LossReporter = (*reportingLease)(nil)
+
+func (l *lease) Token() uint64           { return l.token }
+func (l *lease) Validity() time.Duration { return l.validity }
+
+func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
+	if err := l.c.enter(ctx); err != nil {
+		return err
+	}
+	b := l.c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	_, h := b.find(l.key, l.identity, l.token, l.mode, now)
+	if h == nil {
+		return driver.ErrNotHeld
+	}
+	h.expires = now.Add(ttl)
+	return nil
+}
+
+func (l *lease) Release(ctx context.Context) error {
+	if err := l.c.enter(ctx); err != nil {
+		return err
+	}
+	b := l.c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, h := b.find(l.key, l.identity, l.token, l.mode, time.Now())
+	if h == nil {
+		return driver.ErrNotHeld
+	}
+	if h.count--; h.count > 0 {
+		return nil
+	}
+	if l.mode == driver.Shared {
+		delete(e.shared, l.identity)
+	} else {
+		e.exclusive = nil
+	}
+	b.live(l.key, time.Now())
+	b.wake()
+	return nil
+}

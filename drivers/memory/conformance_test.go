@@ -1,0 +1,43 @@
+package memory_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/drivers/memory"
+)
+
+// harness runs the suite on a fresh Backend, with every fault hook.
+func harness(opts ...memory.Option) conformance.Harness {
+	b := memory.NewBackend()
+	return conformance.Harness{
+		NewDriver: func(context.Context) (driver.Driver, error) { return memory.New(b, opts...), nil },
+		TTL:       250 * time.Millisecond,
+		Tamper: func(_ context.Context, key string, overwrite bool) error {
+			b.Tamper(key, overwrite)
+			return nil
+		},
+		Faults: &conformance.Faults{
+			Pause:   func(context.Context) error { b.Pause(); return nil },
+			Resume:  func(context.Context) error { b.Resume(); return nil },
+			Restart: func(context.Context) error { b.Restart(); return nil },
+		},
+	}
+}
+
+// The suite runs once per way the core can wait and learn of losses.
+func TestConformance(t *testing.T) {
+	for name, opts := range map[string][]memory.Option{
+		"AllCapabilities": nil,
+		"Notifications":   {memory.WithoutBlocking(), memory.WithoutLossReports()},
+		"PollingOnly":     {memory.WithoutBlocking(), memory.WithoutNotifications(), memory.WithoutLossReports()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			conformance.Run(t, harness(opts...))
+		})
+	}
+}

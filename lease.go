@@ -1,0 +1,276 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// lease implements Lease. Its renewal and its expiry are timers, not
+// goroutines: a held lease costs no goroutine until a timer fires.
+type lease struct {
+	m    *mutex
+	d    driver.Lease
+	done chan struct{}
+
+	mu        sync.Mutex
+	deadline  time.Time
+	err       error // nil while held; why it ended otherwise
+	unlocked  bool  // Unlock has been called
+	lastErr   error // the latest failed renewal, reported if the deadline passes
+	renewal   *time.Timer
+	expiry    *time.Timer
+	stopWatch func() bool // stops watching a LossReporter
+}
+
+var _ Lease = (*lease)(nil)
+
+// errRenewalRefused is the reason of a loss found by renewal.
+var errRenewalRefused = fmt.Errorf("renewal refused, the lock expired or another owner holds it: %w", ErrNotHeld)
+
+// newLease wraps a grant whose acquisition started at started.
+func newLease(m *mutex, d driver.Lease, started time.Time) *lease {
+	return &lease{
+		m:        m,
+		d:        d,
+		done:     make(chan struct{}),
+		deadline: m.validUntil(started, d.Validity()),
+	}
+}
+
+// validUntil is the deadline of a grant or renewal confirmed by a call that
+// started at started: the backend's promise minus the safety margin.
+func (m *mutex) validUntil(started time.Time, validity time.Duration) time.Time {
+	return started.Add(validity - safetyMargin(m.cfg.ttl))
+}
+
+// start arms the expiry timer, the renewal timer and the backend's own loss
+// report. Called once the lease is tracked by its Client.
+func (l *lease) start() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return // Close ended it between track and start
+	}
+	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
+	if l.m.cfg.renew {
+		l.renewal = time.AfterFunc(l.renewInterval(), l.renewTick)
+	}
+	if lr, ok := l.d.(driver.LossReporter); ok {
+		lost := lr.Lost()
+		l.stopWatch = context.AfterFunc(lost, func() { l.lose(context.Cause(lost)) })
+	}
+}
+
+func (l *lease) renewInterval() time.Duration { return l.m.cfg.ttl / 3 }
+
+func (l *lease) Key() string           { return l.m.key }
+func (l *lease) Token() uint64         { return l.d.Token() }
+func (l *lease) Done() <-chan struct{} { return l.done }
+
+func (l *lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+func (l *lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// finish ends the lease with err, stopping its timers and closing Done. It
+// reports false when the lease had already ended. Callers hold l.mu.
+func (l *lease) finish(err error) bool {
+	if l.err != nil {
+		return false
+	}
+	l.err = err
+	if l.renewal != nil {
+		l.renewal.Stop()
+	}
+	if l.expiry != nil {
+		l.expiry.Stop()
+	}
+	if l.stopWatch != nil {
+		l.stopWatch()
+	}
+	close(l.done)
+	l.m.c.untrack(l)
+	return true
+}
+
+// lose ends the lease as lost, for reason.
+func (l *lease) lose(reason error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.finish(lostError(reason))
+}
+
+// expire runs when the expiry timer fires: unless a renewal moved the
+// deadline meanwhile, the lease can no longer be trusted.
+func (l *lease) expire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return
+	}
+	if left := time.Until(l.deadline); left > 0 {
+		l.expiry.Reset(left)
+		return
+	}
+	reason := errors.New("validity deadline passed without a confirmed renewal")
+	if l.lastErr != nil {
+		reason = fmt.Errorf("validity deadline passed without a confirmed renewal; last renewal error: %w", l.lastErr)
+	}
+	l.finish(lostError(reason))
+}
+
+// renewTick runs when the renewal timer fires.
+func (l *lease) renewTick() {
+	c := l.m.c
+	if !c.beginOp() {
+		return
+	}
+	defer c.ops.Done()
+
+	// A renewal that cannot finish before the deadline is useless, and Close
+	// must not wait for a hung backend.
+	ctx, cancel := context.WithDeadline(context.Background(), l.Deadline())
+	defer cancel()
+	stop := context.AfterFunc(c.closing, cancel)
+	defer stop()
+
+	err := l.renew(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return
+	}
+	next := l.renewInterval()
+	if err != nil {
+		// Retry soon, spread out; the expiry timer bounds how long we try.
+		next = max(l.m.cfg.ttl/10, time.Millisecond)
+		next = next/2 + rand.N(next/2+1)
+	}
+	l.renewal.Reset(next)
+}
+
+// renew extends the lease once and moves the deadline. A refusal by the
+// backend loses the lease; any other failure is kept for the expiry report.
+func (l *lease) renew(ctx context.Context) error {
+	started := time.Now()
+	err := l.d.Extend(ctx, l.m.cfg.ttl)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.endedErr()
+	}
+	switch {
+	case err == nil:
+		if d := l.m.validUntil(started, l.d.Validity()); d.After(l.deadline) {
+			l.deadline = d
+			l.expiry.Reset(time.Until(d))
+		}
+		l.lastErr = nil
+		return nil
+	case errors.Is(err, ErrNotHeld):
+		l.finish(lostError(errRenewalRefused))
+		return l.err
+	default:
+		l.lastErr = err
+		return err
+	}
+}
+
+// endedErr is what Extend and Unlock report on a lease that already ended.
+// Callers hold l.mu.
+func (l *lease) endedErr() error {
+	if errors.Is(l.err, ErrClosed) {
+		return ErrClosed
+	}
+	if l.unlocked {
+		return ErrNotHeld
+	}
+	return l.err
+}
+
+func (l *lease) Extend(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if l.err != nil {
+		err := l.endedErr()
+		l.mu.Unlock()
+		return err
+	}
+	l.mu.Unlock()
+	return wrapErr(ctx, "extend", l.m.key, l.renew(ctx))
+}
+
+func (l *lease) Unlock(ctx context.Context) error {
+	l.mu.Lock()
+	if l.unlocked || errors.Is(l.err, ErrClosed) {
+		err := l.endedErr()
+		l.mu.Unlock()
+		return err
+	}
+	l.unlocked = true
+	ended := l.err
+	l.finish(ErrNotHeld)
+	l.mu.Unlock()
+
+	err := l.release(ctx)
+	if ended != nil {
+		return ended // lost before Unlock: that is the news
+	}
+	if errors.Is(err, ErrNotHeld) {
+		// The backend had already let the lock go: it was lost unnoticed.
+		err = lostError(err)
+	}
+	return wrapErr(ctx, "unlock", l.m.key, err)
+}
+
+// release gives the lock back on the backend. With a context that has already
+// ended it still does, in the background and bounded by the TTL, so that
+// `defer lease.Unlock(ctx)` on a finished request does not hold the lock for
+// a whole TTL.
+func (l *lease) release(ctx context.Context) error {
+	err := ctx.Err()
+	if err == nil {
+		return l.d.Release(ctx)
+	}
+	cleanup, cancel := cleanupContext(ctx, l.m.cfg.ttl)
+	c := l.m.c
+	if !c.beginOp() {
+		// Closing: Close no longer tracks this lease, so give it back here.
+		defer cancel()
+		_ = l.d.Release(cleanup)
+		return err
+	}
+	go func() {
+		defer c.ops.Done() // Close waits for it
+		defer cancel()
+		_ = l.d.Release(cleanup)
+	}()
+	return err
+}
+
+// end finishes a held lease with reason and releases it, for Close and for a
+// grant that arrived after Close.
+func (l *lease) end(ctx context.Context, reason error) error {
+	l.mu.Lock()
+	held := l.finish(reason)
+	l.mu.Unlock()
+	if !held {
+		return ErrNotHeld
+	}
+	return l.d.Release(ctx)
+}

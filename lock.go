@@ -1,0 +1,134 @@
+// Package dlock is one distributed-lock API over many backends: Redis,
+// ZooKeeper, memcached, Hazelcast, PostgreSQL advisory locks, etcd and an
+// in-process reference backend.
+//
+// An application opens a [Client] from a URL whose scheme names the backend
+// (the driver registers it when its package is imported), takes a [Mutex] per
+// key, and locks it:
+//
+//	client, err := dlock.Open(ctx, "redis://localhost:6379/0")
+//	...
+//	defer client.Close(ctx)
+//	m, err := client.Mutex("reports/nightly")
+//	...
+//	lease, err := m.Lock(ctx)
+//	...
+//	defer lease.Unlock(ctx)
+//	err = store.Write(ctx, lease.Token(), report) // the store rejects stale tokens
+//
+// # Leases, fencing and loss
+//
+// Every held lock is a [Lease]: the backend promises it for a TTL, and the
+// core renews it in the background (every TTL/3) for as long as it is held.
+// No lease survives every fault: a process pause or a partition longer than
+// the TTL lets another client take the lock while the old holder still runs.
+// dlock therefore gives every holder two defences:
+//
+//   - a fencing token ([Lease.Token]), greater for every grant of a key, that a
+//     protected resource can check to reject writes from an older holder;
+//   - a loss signal ([Lease.Done] and [Lease.Err]) that fires when renewal is
+//     refused, when the backend reports the lock gone, and at the latest at
+//     the validity deadline ([Lease.Deadline]): the start of the last
+//     confirmed acquire or renewal, plus the TTL, minus a safety margin of
+//     TTL/100 + 2 ms for clock drift, measured on the monotonic clock.
+//
+// # Capabilities
+//
+// Exclusive locks work on every backend. Read-write locks ([Client.RWMutex])
+// and reentrant locks ([WithOwner]) need backend support; where a driver lacks
+// it, the call returns an error wrapping errors.ErrUnsupported. Waiting uses
+// the backend's own queue or notifications where it has them, and jittered,
+// expiry-aware polling otherwise.
+//
+// # Errors
+//
+// Errors are comparable with errors.Is against the sentinels in this package
+// ([ErrLocked], [ErrNotHeld], [ErrLockLost], [ErrClosed], [ErrInvalidKey],
+// [ErrInvalidTTL], [ErrInvalidURL], [ErrInvalidOption]). A call whose context
+// ends returns exactly ctx.Err(). Backend errors are wrapped once in an
+// [*Error] naming the operation and key, so errors.As still reaches the
+// client library's own error types.
+package dlock
+
+import (
+	"context"
+	"time"
+)
+
+// Mutex is a distributed mutual-exclusion lock on one key. It is implemented
+// by the core over whichever driver the Client was opened with; applications
+// may implement it themselves to fake locking in their own tests.
+//
+// A Mutex holds no state of its own between calls: every successful Lock or
+// TryLock returns a new [Lease], and it is the Lease that is unlocked. One
+// Mutex may be used by many goroutines at once.
+type Mutex interface {
+	// Key returns the lock's name.
+	Key() string
+
+	// Lock blocks until the lock is acquired, ctx ends, or the Client is
+	// closed. When ctx ends first it returns exactly ctx.Err() and leaves
+	// nothing behind on the backend.
+	Lock(ctx context.Context) (Lease, error)
+
+	// TryLock acquires the lock if it is free and returns at once otherwise,
+	// with an error satisfying errors.Is(err, ErrLocked).
+	TryLock(ctx context.Context) (Lease, error)
+}
+
+// RWMutex is a distributed reader/writer lock on one key: any number of
+// readers, or one writer. Its Lock and TryLock take the write lock, which is
+// the same lock a [Mutex] on the same key takes.
+type RWMutex interface {
+	Mutex
+
+	// RLock blocks until a read lock is acquired, ctx ends, or the Client is
+	// closed, like Lock.
+	RLock(ctx context.Context) (Lease, error)
+
+	// TryRLock acquires a read lock if no writer holds the key, and returns
+	// at once otherwise with an error satisfying errors.Is(err, ErrLocked).
+	TryRLock(ctx context.Context) (Lease, error)
+}
+
+// Lease is a held lock. It stays held until Unlock, until the Client is
+// closed, or until it is lost; Done tells when it ended and Err why.
+type Lease interface {
+	// Key returns the lock's name.
+	Key() string
+
+	// Token returns the fencing token of this grant: greater than that of
+	// every earlier grant of the key, for as long as the backend keeps its
+	// data (each driver states its scope). Pass it to the resources the lock
+	// protects, and have them reject tokens lower than one they have seen.
+	// Zero when the backend cannot issue fencing tokens.
+	Token() uint64
+
+	// Deadline returns the validity deadline: the lease is not to be trusted
+	// at or after it unless a renewal moves it. It carries a monotonic clock
+	// reading, so time.Until(Deadline()) is immune to wall-clock jumps.
+	Deadline() time.Time
+
+	// Done returns a channel that is closed when the lease ends: when it is
+	// lost, unlocked, or its Client closed.
+	Done() <-chan struct{}
+
+	// Err returns nil while the lease is held. After Done is closed it says
+	// why: an error satisfying errors.Is(err, ErrLockLost) (with the reason
+	// wrapped inside) when the lock was lost, ErrNotHeld after Unlock, or
+	// ErrClosed when the Client was closed.
+	Err() error
+
+	// Extend renews the lease now, for the Mutex's TTL from the start of the
+	// call, and moves the Deadline. Renewal does this automatically unless it
+	// was switched off with WithoutRenewal. When the backend reports that the
+	// lock is no longer this lease's, the lease is lost and Extend returns
+	// the same error as Err.
+	Extend(ctx context.Context) error
+
+	// Unlock releases the lock. It never touches a lock that has meanwhile
+	// passed to another holder. It returns nil on success, an error
+	// satisfying errors.Is(err, ErrLockLost) when the lease had been lost
+	// before Unlock, and ErrNotHeld when the lease had already ended.
+	Unlock(ctx context.Context) error
+}

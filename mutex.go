@@ -1,0 +1,153 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// mutex implements Mutex and RWMutex over the Client's driver.
+type mutex struct {
+	c   *Client
+	key string
+	cfg config
+}
+
+var _ RWMutex = (*mutex)(nil)
+
+func (m *mutex) Key() string { return m.key }
+
+func (m *mutex) Lock(ctx context.Context) (Lease, error) {
+	return m.acquire(ctx, "lock", driver.Exclusive, true)
+}
+
+func (m *mutex) TryLock(ctx context.Context) (Lease, error) {
+	return m.acquire(ctx, "trylock", driver.Exclusive, false)
+}
+
+func (m *mutex) RLock(ctx context.Context) (Lease, error) {
+	return m.acquire(ctx, "rlock", driver.Shared, true)
+}
+
+func (m *mutex) TryRLock(ctx context.Context) (Lease, error) {
+	return m.acquire(ctx, "tryrlock", driver.Shared, false)
+}
+
+// acquire takes the lock in mode, waiting for it when wait is set. It returns
+// exactly ctx.Err() when ctx ends first, and ErrClosed when the Client closes.
+func (m *mutex) acquire(ctx context.Context, op string, mode driver.Mode, wait bool) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !m.c.beginOp() {
+		return nil, ErrClosed
+	}
+	defer m.c.ops.Done()
+
+	// Every backend call is bounded by the caller's ctx and by Close.
+	opCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(m.c.closing, func() { cancel(ErrClosed) })
+	defer stop()
+
+	l, err := m.attempts(opCtx, mode, wait)
+	if err != nil {
+		if errors.Is(context.Cause(opCtx), ErrClosed) && ctx.Err() == nil {
+			return nil, ErrClosed
+		}
+		return nil, wrapErr(ctx, op, m.key, err)
+	}
+	if !m.c.track(l) {
+		// Close ran while the grant was on its way: give it back.
+		_ = l.end(context.WithoutCancel(ctx), ErrClosed)
+		return nil, ErrClosed
+	}
+	l.start()
+	return l, nil
+}
+
+// attempts runs acquisition attempts until one succeeds, one fails for a
+// reason other than the lock being held, or (when wait is false) the first
+// attempt finds the lock held.
+func (m *mutex) attempts(ctx context.Context, mode driver.Mode, wait bool) (*lease, error) {
+	if wait && m.c.blocker != nil {
+		for {
+			l, err := m.attempt(ctx, mode, m.c.blocker.Acquire)
+			if !errors.Is(err, errExpiredOnArrival) {
+				return l, err
+			}
+		}
+	}
+
+	var wakeups <-chan struct{}
+	if wait && m.c.notifier != nil {
+		// Subscribe before the first try, so that a release between a failed
+		// try and the wait is not missed. Without it we still poll.
+		if sub, err := m.c.notifier.Subscribe(ctx, m.key); err == nil {
+			defer sub.Close()
+			wakeups = sub.C()
+		} else if ctx.Err() != nil {
+			return nil, err
+		}
+	}
+	backoff := newBackoff(m.cfg.pollMin, m.cfg.pollMax)
+	for {
+		l, err := m.attempt(ctx, mode, m.c.drv.TryAcquire)
+		var retryAfter time.Duration
+		switch {
+		case err == nil:
+			return l, nil
+		case !wait:
+			return nil, err
+		case errors.Is(err, errExpiredOnArrival):
+		case !errors.Is(err, ErrLocked):
+			return nil, err
+		default:
+			if le, ok := errors.AsType[*driver.LockedError](err); ok {
+				retryAfter = le.RetryAfter
+			}
+		}
+		timer := time.NewTimer(backoff.next(retryAfter))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-wakeups:
+			timer.Stop()
+			backoff.reset()
+		case <-timer.C:
+		}
+	}
+}
+
+// errExpiredOnArrival: the backend granted the lock, but its validity had run
+// out by the time the reply arrived. The grant was given back; try again.
+var errExpiredOnArrival = errors.New("dlock: lock granted with no validity left")
+
+// attempt makes one acquisition through acquireFn and turns a grant into a
+// lease, refusing grants whose validity is already over.
+func (m *mutex) attempt(ctx context.Context, mode driver.Mode, acquireFn func(context.Context, driver.Request) (driver.Lease, error)) (*lease, error) {
+	id, err := newID()
+	if err != nil {
+		return nil, err
+	}
+	req := driver.Request{Key: m.key, ID: id, TTL: m.cfg.ttl, Mode: mode, Owner: m.cfg.owner}
+	started := time.Now()
+	dl, err := acquireFn(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	l := newLease(m, dl, started)
+	if !time.Now().Before(l.Deadline()) {
+		cleanup, cancel := cleanupContext(ctx, m.cfg.ttl)
+		defer cancel()
+		if err := dl.Release(cleanup); err != nil && !errors.Is(err, ErrNotHeld) {
+			return nil, fmt.Errorf("%w; giving it back failed: %w", errExpiredOnArrival, err)
+		}
+		return nil, errExpiredOnArrival
+	}
+	return l, nil
+}

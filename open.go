@@ -1,0 +1,82 @@
+package dlock
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// OpenFunc makes a driver from a URL whose scheme it was registered for.
+// Errors about the URL itself should wrap ErrInvalidURL.
+type OpenFunc func(ctx context.Context, u *url.URL) (driver.Driver, error)
+
+var registry = struct {
+	sync.RWMutex
+	openers map[string]OpenFunc
+}{openers: map[string]OpenFunc{}}
+
+// Register makes a driver available to Open under a URL scheme. Drivers call
+// it from init, so that a blank import of the driver package is enough.
+// Register panics when open is nil or the scheme is already registered, as two
+// drivers claiming one scheme is a programming error.
+func Register(scheme string, open OpenFunc) {
+	if open == nil {
+		panic("dlock: Register of a nil OpenFunc for scheme " + scheme)
+	}
+	scheme = strings.ToLower(scheme)
+	registry.Lock()
+	defer registry.Unlock()
+	if _, dup := registry.openers[scheme]; dup {
+		panic("dlock: Register called twice for scheme " + scheme)
+	}
+	registry.openers[scheme] = open
+}
+
+// Schemes returns the registered URL schemes, sorted.
+func Schemes() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	schemes := make([]string, 0, len(registry.openers))
+	for s := range registry.openers {
+		schemes = append(schemes, s)
+	}
+	slices.Sort(schemes)
+	return schemes
+}
+
+// Open makes a Client from a URL whose scheme names a registered driver (for
+// example "redis://localhost:6379/0" after importing
+// github.com/dlock-go/dlock/drivers/redis). The Client owns the backend
+// connection it opens and closes it on Close. Options set the defaults of
+// every Mutex of the Client.
+func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidURL, err)
+	}
+	if u.Scheme == "" {
+		return nil, fmt.Errorf("%w: %q has no scheme; registered schemes: %s", ErrInvalidURL, rawURL, strings.Join(Schemes(), ", "))
+	}
+	registry.RLock()
+	open := registry.openers[u.Scheme]
+	registry.RUnlock()
+	if open == nil {
+		return nil, fmt.Errorf("%w: no driver registered for scheme %q (forgotten import?); registered schemes: %s",
+			ErrInvalidURL, u.Scheme, strings.Join(Schemes(), ", "))
+	}
+	d, err := open(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	c, err := New(d, opts...)
+	if err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	return c, nil
+}
