@@ -26,6 +26,9 @@ package conformance
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,4 +106,36 @@ func Run(t *testing.T, h Harness) {
 			}
 		})
 	}
+}
+
+// runNamed runs the named cases against h, concurrently, without a
+// *testing.T, and returns how each ended. The suite's self-tests use it to
+// show that broken drivers fail.
+func runNamed(h Harness, names ...string) (map[string]result, error) {
+	if h.TTL <= 0 {
+		h.TTL = time.Second
+	}
+	probe, err := h.NewDriver(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	env := newEnv(h, probe)
+	_ = probe.Close()
+	results := make(map[string]result, len(names))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, name := range names {
+		i := slices.IndexFunc(cases, func(c testCase) bool { return c.name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("conformance: no case named %q", name)
+		}
+		wg.Go(func() {
+			r := execute(env, cases[i])
+			mu.Lock()
+			results[name] = r
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return results, nil
 }

@@ -1,0 +1,68 @@
+package conformance
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/drivers/memory"
+)
+
+// The suite proves its strength: every known-broken algorithm fails at least
+// one of the cases written to catch it, while the same driver unbroken passes
+// those cases. Patterns 6 and 7 of the reference list (ZooKeeper's herd
+// effect and its lost create reply) need sequence nodes, which the memory
+// driver does not have: the ZooKeeper driver's own tests cover them.
+func TestSuiteCatchesBrokenDrivers(t *testing.T) {
+	type maker = func(*memory.Backend, *plainDriver, int64) driver.Driver
+	for _, tc := range []struct {
+		name     string
+		broken   maker
+		control  maker
+		caughtBy []string
+	}{
+		{"1 SETNX then EXPIRE", acquireWithoutExpiry, unbroken, []string{"ExpiryAfterHolderVanishes"}},
+		{"2 client-clock expiry with GETSET recovery", clientClockRecovery, unbroken, []string{"MutualExclusion", "RenewalKeepsLock"}},
+		{"3 DEL without owner check", deleteWithoutOwnerCheck, unbroken, []string{"StaleUnlock"}},
+		{"4 GET then DEL", checkThenDelete, unbroken, []string{"ReleaseRacingExpiry"}},
+		{"5 renewal without owner check", renewWithoutOwnerCheck, unbroken, []string{"StaleExtend"}},
+		{"reused fencing tokens", reusedFencingTokens, unbroken, []string{"FencingTokens", "MutualExclusion"}},
+		{"8 one read field for all readers", singleReadField, unbrokenShared, []string{"ReadersShare"}},
+		{"9 validity not reduced by elapsed time", validityFromReply, unbroken, []string{"SlowAcquireReply"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			results, err := runNamed(brokenHarness(tc.broken), tc.caughtBy...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			caught := false
+			for _, name := range tc.caughtBy {
+				r := results[name]
+				if r.hung {
+					t.Errorf("case %s hung on the broken driver instead of failing", name)
+				}
+				if r.skipped != "" {
+					t.Errorf("case %s skipped the broken driver: %s", name, r.skipped)
+				}
+				if r.failed {
+					caught = true
+					t.Logf("caught by %s:\n%s", name, strings.Join(r.logs, "\n"))
+				}
+			}
+			if !caught {
+				t.Errorf("the broken driver passed every case meant to catch it: %v", tc.caughtBy)
+			}
+
+			results, err = runNamed(brokenHarness(tc.control), tc.caughtBy...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range tc.caughtBy {
+				if r := results[name]; r.failed || r.skipped != "" {
+					t.Errorf("control: case %s on the unbroken driver: failed %v, skipped %q:\n%s", name, r.failed, r.skipped, strings.Join(r.logs, "\n"))
+				}
+			}
+		})
+	}
+}
