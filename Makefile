@@ -1,0 +1,30 @@
+# dlock's commands. `make test` is the one CI runs: it prepares the machine
+# (Docker engine, base image, the project's server images) and runs every test.
+
+GO ?= go
+# testcontainers-go: the reaper image cannot be pulled here, and without the
+# host override it sees /.dockerenv and aims at the gateway instead of loopback.
+TEST_ENV = TESTCONTAINERS_RYUK_DISABLED=true TESTCONTAINERS_HOST_OVERRIDE=localhost DLOCK_REQUIRE_CONTAINERS=1
+
+.PHONY: test check setup example bench
+
+## test: set the machine up, then vet, format-check and run every test with -race.
+test: setup check
+	$(TEST_ENV) $(GO) test -race -count=1 -timeout 30m ./...
+
+## check: go vet and gofmt.
+check:
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+## setup: make this machine ready for the container tests (idempotent).
+setup:
+	bash testenv/setup
+
+## example: run the quickstart example on the embedded in-process backend.
+example:
+	$(GO) run ./examples/quickstart
+
+## bench: the benchmarks against real servers (figures, not pass/fail).
+bench: setup
+	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchtime 2s ./drivers/...

@@ -1,0 +1,85 @@
+package testserver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+)
+
+// RedisImage is the image testenv/setup builds from testenv/images/redis.
+const RedisImage = "dlock-test/redis:latest"
+
+// EnvRedisURL names the environment variable that points the tests at an
+// existing Redis server (e.g. "redis://127.0.0.1:6379/0") instead of a
+// container. Such a server has no fault hooks, and the tests may write to it.
+const EnvRedisURL = "DLOCK_TEST_REDIS_URL"
+
+// RedisSpec describes the Redis container: the image's own command (no
+// persistence, protected mode off) and readiness by a real PING.
+func RedisSpec() Spec {
+	return Spec{
+		Name:  "redis",
+		Image: RedisImage,
+		Port:  "6379/tcp",
+		Ready: PingRedis,
+	}
+}
+
+// StartRedis starts a Redis container; see [Start].
+func StartRedis(ctx context.Context) (*Server, error) {
+	return Start(ctx, RedisSpec())
+}
+
+// RedisTarget returns the Redis server the tests should use: the one named by
+// DLOCK_TEST_REDIS_URL when it is set (Server nil), else a new container with
+// URL "redis://127.0.0.1:PORT/0". Its signature fits [Main].
+func RedisTarget(ctx context.Context) (Target, error) {
+	if url := os.Getenv(EnvRedisURL); url != "" {
+		return Target{URL: url}, nil
+	}
+	srv, err := StartRedis(ctx)
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{URL: "redis://" + srv.Addr() + "/0", Server: srv}, nil
+}
+
+// PingRedis sends PING over RESP to the Redis server at addr and expects
+// +PONG. It uses a raw connection so that readiness does not depend on the
+// client library under test. ctx bounds the whole exchange.
+func PingRedis(ctx context.Context, addr string) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// Deadlines, not ctx, bound reads and writes on a net.Conn; without one
+	// a ping to a paused server would hang forever.
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(5 * time.Second)
+	}
+	if err := conn.SetDeadline(deadline); err != nil {
+		return err
+	}
+	// A cancelled ctx without a deadline must end the exchange too.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return fmt.Errorf("redis PING %s: %w", addr, err)
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("redis PING %s: %w", addr, err)
+	}
+	if line = strings.TrimRight(line, "\r\n"); line != "+PONG" {
+		// e.g. "-LOADING ..." while a server starts, or "-NOAUTH ...".
+		return fmt.Errorf("redis PING %s: got %q, want +PONG", addr, line)
+	}
+	return nil
+}

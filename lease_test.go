@@ -1,0 +1,114 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/drivers/memory"
+)
+
+func newClient(t *testing.T, b *memory.Backend, opts ...dlock.Option) *dlock.Client {
+	t.Helper()
+	c, err := dlock.New(memory.New(b), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// `defer lease.Unlock(ctx)` with a request context that already ended must
+// still give the lock back, not leave it for a whole TTL.
+func TestUnlockWithEndedContextStillReleases(t *testing.T) {
+	b := memory.NewBackend()
+	c := newClient(t, b, dlock.WithTTL(time.Hour))
+	m, err := c.Mutex("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := l.Unlock(ctx); err != context.Canceled {
+		t.Fatalf("Unlock with a cancelled context: got %v, want context.Canceled", err)
+	}
+	waitCtx, stop := context.WithTimeout(t.Context(), 10*time.Second)
+	defer stop()
+	other := newClient(t, b)
+	om, _ := other.Mutex("k")
+	l2, err := om.Lock(waitCtx)
+	if err != nil {
+		t.Fatalf("the lock was not given back: %v", err)
+	}
+	_ = l2.Unlock(t.Context())
+}
+
+func TestErrorsWrapOnceWithOperationAndKey(t *testing.T) {
+	b := memory.NewBackend()
+	c1, c2 := newClient(t, b), newClient(t, b)
+	m1, _ := c1.Mutex("orders/42")
+	m2, _ := c2.Mutex("orders/42")
+	l, err := m1.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(t.Context())
+	_, err = m2.TryLock(t.Context())
+	var de *dlock.Error
+	if !errors.As(err, &de) || de.Op != "trylock" || de.Key != "orders/42" {
+		t.Fatalf("got %#v, want an *Error for trylock on orders/42", err)
+	}
+	if !errors.Is(err, dlock.ErrLocked) {
+		t.Errorf("%v does not satisfy errors.Is(ErrLocked)", err)
+	}
+}
+
+func TestUnsupportedCapabilities(t *testing.T) {
+	b := memory.NewBackend()
+	c, err := dlock.New(plainDriver{memory.New(b)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	if _, err := c.RWMutex("k"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("RWMutex: got %v, want ErrUnsupported", err)
+	}
+	if _, err := c.Mutex("k", dlock.WithOwner("me")); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("WithOwner: got %v, want ErrUnsupported", err)
+	}
+}
+
+func TestLeaseDeadlineAndRenewal(t *testing.T) {
+	b := memory.NewBackend()
+	c := newClient(t, b, dlock.WithTTL(150*time.Millisecond))
+	m, _ := c.Mutex("k")
+	started := time.Now()
+	l, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := l.Deadline()
+	if first.After(started.Add(150 * time.Millisecond)) {
+		t.Errorf("deadline %v after start plus TTL", first.Sub(started))
+	}
+	// Renewal must move the deadline; wait for it without sleeping blind.
+	for l.Deadline().Equal(first) {
+		select {
+		case <-l.Done():
+			t.Fatalf("lease lost while renewing: %v", l.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Err(); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Errorf("Err after Unlock: got %v, want ErrNotHeld", err)
+	}
+}

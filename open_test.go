@@ -1,0 +1,77 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+func TestOpenUnknownSchemeListsRegistered(t *testing.T) {
+	_, err := dlock.Open(t.Context(), "nosuch://host/x")
+	if !errors.Is(err, dlock.ErrInvalidURL) {
+		t.Fatalf("got %v, want ErrInvalidURL", err)
+	}
+	for _, want := range []string{`"nosuch"`, "forgotten import?", "mem"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+}
+
+func TestOpenBadURLs(t *testing.T) {
+	for _, raw := range []string{"", "no-scheme", "://x", "mem://a b", "%zz", "mem://name:99999", "mem://user:secret@name", "mem:opaque"} {
+		_, err := dlock.Open(t.Context(), raw)
+		if !errors.Is(err, dlock.ErrInvalidURL) {
+			t.Errorf("Open(%q): got %v, want ErrInvalidURL", raw, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("Open(%q): error %q shows the password", raw, err)
+		}
+	}
+}
+
+func TestRegisterRejectsNilAndDuplicates(t *testing.T) {
+	open := func(context.Context, *url.URL) (driver.Driver, error) { return nil, errors.New("unused") }
+	dlock.Register("test-register", open)
+	for name, f := range map[string]func(){
+		"duplicate": func() { dlock.Register("TEST-register", open) },
+		"nil":       func() { dlock.Register("test-register-nil", nil) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Register %s: want a panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+func TestNewRejectsNilDriver(t *testing.T) {
+	if _, err := dlock.New(nil); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Fatalf("got %v, want ErrInvalidOption", err)
+	}
+}
+
+// FuzzOpen: no URL makes Open panic, and every failure is typed.
+func FuzzOpen(f *testing.F) {
+	for _, seed := range []string{"mem://x", "mem://", "redis://[::1", "mem://%00", "mem://a/b", "x://\r\n"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		c, err := dlock.Open(context.Background(), raw)
+		if err == nil {
+			_ = c.Close(context.Background())
+			return
+		}
+		if !errors.Is(err, dlock.ErrInvalidURL) {
+			t.Fatalf("Open(%q): got %v, want ErrInvalidURL", raw, err)
+		}
+	})
+}
