@@ -24,7 +24,7 @@ func TestOpenUnknownSchemeListsRegistered(t *testing.T) {
 }
 
 func TestOpenBadURLs(t *testing.T) {
-	for _, raw := range []string{"", "no-scheme", "://x", "mem://a b", "%zz", "mem://name:99999", "mem://user:secret@name", "mem:opaque"} {
+	for _, raw := range []string{"", "no-scheme", "://x", "mem://a b", "%zz", "mem://name:99999", "mem://user:secret@name", "mem:opaque", "redis://u:secret@host:abc/0", "mem://u:secret@[::1"} {
 		_, err := dlock.Open(t.Context(), raw)
 		if !errors.Is(err, dlock.ErrInvalidURL) {
 			t.Errorf("Open(%q): got %v, want ErrInvalidURL", raw, err)

@@ -1,0 +1,47 @@
+package redis
+
+import "strings"
+
+// names are the Redis names of one lock. They share the hash tag "{T}", so
+// a later Cluster version can run one script on all of them.
+type names struct {
+	lock    string // the lock itself: a string holding the holder's ID
+	fence   string // the fencing counter, kept without expiry
+	channel string // where Release publishes, for the key's waiters
+}
+
+// namesOf maps a dlock key onto the Redis names of its lock under prefix
+// (see "Keys" in the package documentation).
+func namesOf(prefix, key string) names {
+	base := prefix + "{" + escapeTag(key) + "}"
+	return names{
+		lock:    base,
+		fence:   base + ":fence",
+		channel: base + ":released",
+	}
+}
+
+// escapeTag returns key with '%', '{' and '}' percent-escaped, and every other
+// byte unchanged. The result contains no brace, so it is exactly the hash tag
+// when put between braces; and the map is injective, because the escapes
+// form a prefix-free code with the bytes they replace ('%' itself escaped).
+func escapeTag(key string) string {
+	if !strings.ContainsAny(key, "%{}") {
+		return key // the common case: readable, and no allocation
+	}
+	var b strings.Builder
+	b.Grow(len(key) + 8)
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,72 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/internal/testserver"
+)
+
+// server is the Redis server of this package's tests: one container started
+// by TestMain, or the server DLOCK_TEST_REDIS_URL names.
+var server testserver.Target
+
+// TestMain starts one Redis container for the whole package (or uses
+// DLOCK_TEST_REDIS_URL) and terminates it after the tests. Without a Docker
+// engine the server tests skip, saying why, unless DLOCK_REQUIRE_CONTAINERS=1
+// makes that a failure.
+func TestMain(m *testing.M) { testserver.Main(m, testserver.RedisTarget, &server) }
+
+// newRDB returns a go-redis client of the test server, closed when t ends.
+func newRDB(tb testing.TB) *goredis.Client {
+	tb.Helper()
+	server.Need(tb)
+	opt, err := goredis.ParseURL(server.URL)
+	if err != nil {
+		tb.Fatalf("ParseURL(%q): %v", server.URL, err)
+	}
+	opt.ContextTimeoutEnabled = true
+	rdb := goredis.NewClient(opt)
+	tb.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// newTestDriver returns a Driver over rdb, closed when t ends.
+func newTestDriver(tb testing.TB, rdb goredis.UniversalClient, opts ...Option) *Driver {
+	tb.Helper()
+	d, err := New(rdb, opts...)
+	if err != nil {
+		tb.Fatalf("New: %v", err)
+	}
+	tb.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// testKey returns a key no other test (or earlier run against an external
+// server) uses.
+func testKey(tb testing.TB) string {
+	return "test/" + tb.Name() + "/" + rand.Text()[:8]
+}
+
+// newID returns a request ID shaped like the core's.
+func newID() string {
+	return strings.ToLower(rand.Text()[:26])
+}
+
+// ctxFor returns a context bounded for one test step.
+func ctxFor(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// offlineRDB returns a go-redis client of an address where nothing listens:
+// for tests that must not reach a server (go-redis connects lazily).
+func offlineRDB() *goredis.Client {
+	return goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
+}

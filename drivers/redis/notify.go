@@ -1,0 +1,311 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// commandTimeout bounds the pub/sub commands sent without a caller's context:
+// UNSUBSCRIBE (a failed one only costs stray messages, which are dropped) and
+// the idle connection's PING.
+const commandTimeout = 5 * time.Second
+
+// linger is how long a channel stays subscribed after its last subscriber
+// left. The core subscribes for every Lock call and closes the subscription
+// when the call returns, so without it every Lock on a key that no other
+// waiter of this Driver watches would cost a SUBSCRIBE and an UNSUBSCRIBE;
+// with it, a key locked again within the linger costs none. Lingering only
+// costs the messages of that key's releases, which are dropped.
+const linger = 2 * time.Second
+
+// pingIdle is how long the pub/sub connection may stay silent before it is
+// pinged, and reconnectDelay how long to wait between attempts to reconnect
+// it: go-redis's defaults for PubSub.Channel.
+const (
+	pingIdle       = 3 * time.Second
+	reconnectDelay = 100 * time.Millisecond
+)
+
+// notifier fans the messages of one shared pub/sub connection out to the
+// subscriptions of the Driver's waiters: one connection per Driver however
+// many keys it watches, instead of one per waiter.
+//
+// Wake-ups are hints (the core polls beside them), but the notifier still
+// closes the one gap that would otherwise cost a whole polling interval: the
+// core subscribes and then tries the lock, and a release that lands after the
+// try but before the server has processed the SUBSCRIBE publishes to nobody.
+// So every subscribe confirmation from the server wakes the channel's
+// subscribers too: the core then tries once more, after the subscription
+// took effect, and finds the lock free if it was released in the gap; any
+// later release publishes to it. This makes waiting for the confirmation in
+// Subscribe unnecessary, so an uncontended Lock pays no extra round trip for
+// its subscription. The same wake-up after go-redis reconnects and
+// resubscribes covers releases published while the connection was down.
+type notifier struct {
+	client goredis.UniversalClient
+
+	// cmdMu serialises membership changes with the SUBSCRIBE or UNSUBSCRIBE
+	// each causes, so that the server receives the commands in the order of
+	// the changes. It is held across those commands' writes (and a dial, when
+	// the connection must be made), which only other membership changes wait
+	// for.
+	cmdMu   sync.Mutex
+	closed  bool            // guarded by cmdMu
+	ps      *goredis.PubSub // guarded by cmdMu; nil until the first Subscribe
+	done    chan struct{}   // guarded by cmdMu; closed when receive returns
+	closing chan struct{}   // guarded by cmdMu; closed by close, for receive
+
+	// mu guards chans and each channel's subs, and is never held across
+	// I/O, so that receive is not delayed by a Subscribe that dials. Entries
+	// are added and removed with both cmdMu and mu held.
+	mu    sync.Mutex
+	chans map[string]*channel // subscribed (or lingering) channels
+}
+
+// channel is the state of one subscribed channel.
+type channel struct {
+	subs map[*subscription]struct{} // guarded by notifier.mu
+	// lingering is set while the channel has no subscriber, since idleSince;
+	// timer then fires expire. The timer is made once and re-armed, as a
+	// hot key lingers after every Lock. Guarded by notifier.cmdMu.
+	lingering bool
+	idleSince time.Time
+	timer     *time.Timer
+}
+
+func newNotifier(client goredis.UniversalClient) *notifier {
+	return &notifier{client: client, chans: map[string]*channel{}}
+}
+
+// subscription is one waiter's stream of wake-ups for one channel.
+type subscription struct {
+	n       *notifier
+	channel string
+	c       chan struct{} // buffered(1): wake-ups coalesce while nobody reads
+	once    sync.Once
+}
+
+var _ driver.Subscription = (*subscription)(nil)
+
+// C returns the channel that receives a value when the lock may be free: after
+// a release, and once when the subscription takes effect on the server.
+func (s *subscription) C() <-chan struct{} { return s.c }
+
+// Close ends the subscription; the channel is unsubscribed on the server once
+// no subscriber of this Driver has watched it for the linger time. It is safe
+// to call more than once, and after the Driver's Close.
+func (s *subscription) Close() error {
+	s.once.Do(func() { s.n.leave(s) })
+	return nil
+}
+
+// subscribe adds a subscriber to channel, subscribing the channel on the
+// server when no subscriber has watched it lately. It does not wait for the
+// server's confirmation (see notifier).
+func (n *notifier) subscribe(ctx context.Context, name string) (*subscription, error) {
+	s := &subscription{n: n, channel: name, c: make(chan struct{}, 1)}
+	n.cmdMu.Lock()
+	defer n.cmdMu.Unlock()
+	if n.closed {
+		return nil, driver.ErrClosed
+	}
+	n.mu.Lock()
+	ch, ok := n.chans[name]
+	if !ok {
+		// Registered before SUBSCRIBE is sent, so that its confirmation,
+		// which may arrive before send returns, finds s to wake.
+		ch = &channel{subs: map[*subscription]struct{}{}}
+		n.chans[name] = ch
+	}
+	ch.subs[s] = struct{}{}
+	n.mu.Unlock()
+	if ok {
+		// Already subscribed (or on its way, and then the confirmation wakes
+		// s too): no command needed. Stop a lingering channel's timer; if it
+		// already fired, expire finds lingering cleared and keeps the channel.
+		if ch.lingering {
+			ch.lingering = false
+			ch.timer.Stop()
+		}
+		return s, nil
+	}
+	if err := n.send(ctx, name); err != nil {
+		n.mu.Lock()
+		delete(n.chans, name)
+		n.mu.Unlock()
+		return nil, err
+	}
+	return s, nil
+}
+
+// send subscribes channel, opening the shared connection if there is none.
+// Callers hold cmdMu.
+func (n *notifier) send(ctx context.Context, channel string) error {
+	if n.ps == nil {
+		ps := n.client.Subscribe(ctx) // no channels yet: no I/O
+		if err := ps.Subscribe(ctx, channel); err != nil {
+			_ = ps.Close()
+			return err
+		}
+		n.ps = ps
+		n.done = make(chan struct{})
+		n.closing = make(chan struct{})
+		go n.receive(ps, n.closing, n.done)
+		return nil
+	}
+	if err := n.ps.Subscribe(ctx, channel); err != nil {
+		// go-redis keeps the channel on its list even so, to subscribe it on
+		// its next reconnect; take it off, as the caller gets the error.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
+		_ = n.ps.Unsubscribe(uctx, channel)
+		cancel()
+		return err
+	}
+	return nil
+}
+
+// leave removes s. When s was the channel's last subscriber, the channel
+// lingers, and is unsubscribed if nobody subscribes it again meanwhile.
+func (n *notifier) leave(s *subscription) {
+	n.cmdMu.Lock()
+	defer n.cmdMu.Unlock()
+	if n.closed {
+		return
+	}
+	n.mu.Lock()
+	ch := n.chans[s.channel]
+	if ch != nil {
+		delete(ch.subs, s)
+	}
+	n.mu.Unlock()
+	if ch == nil || len(ch.subs) > 0 {
+		return
+	}
+	ch.lingering = true
+	ch.idleSince = time.Now()
+	if ch.timer == nil {
+		name := s.channel
+		ch.timer = time.AfterFunc(linger, func() { n.expire(name, ch) })
+	} else {
+		ch.timer.Reset(linger)
+	}
+}
+
+// expire unsubscribes a channel whose linger ran out, unless it was
+// subscribed again since (or the notifier closed). A timer that fired just
+// as the channel was left again finds a newer idleSince, and re-arms.
+func (n *notifier) expire(name string, ch *channel) {
+	n.cmdMu.Lock()
+	defer n.cmdMu.Unlock()
+	if n.closed || !ch.lingering || n.chans[name] != ch {
+		return
+	}
+	if left := linger - time.Since(ch.idleSince); left > 0 {
+		ch.timer.Reset(left)
+		return
+	}
+	ch.lingering = false
+	n.mu.Lock()
+	delete(n.chans, name)
+	n.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	_ = n.ps.Unsubscribe(ctx, name)
+}
+
+// receive reads the shared connection and wakes the subscribers of each
+// message's channel, until the PubSub is closed. It reads the connection
+// itself rather than through go-redis's PubSub.Channel, which would add a
+// goroutine and a channel hop to every wake-up, and hide the subscription
+// confirmations it needs. Like PubSub.Channel, it pings an idle connection,
+// so that a broken one fails a write and go-redis reconnects; every Receive
+// after a failure reconnects and resubscribes every channel.
+func (n *notifier) receive(ps *goredis.PubSub, closing <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	ctx := context.Background()
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, pingIdle)
+		switch {
+		case err == nil:
+		case errors.Is(err, goredis.ErrClosed):
+			return
+		case isTimeout(err):
+			pctx, cancel := context.WithTimeout(ctx, commandTimeout)
+			_ = ps.Ping(pctx) // the PONG comes back through Receive
+			cancel()
+			continue
+		default:
+			// Broken, or the server is down: the next Receive reconnects.
+			// Do not spin meanwhile.
+			select {
+			case <-closing:
+				return
+			case <-time.After(reconnectDelay):
+			}
+			continue
+		}
+		switch m := msg.(type) {
+		case *goredis.Message:
+			n.wake(m.Channel)
+		case *goredis.Subscription:
+			if m.Kind == "subscribe" {
+				n.wake(m.Channel) // see notifier: closes the subscribe gap
+			}
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// wake sends a wake-up to every subscriber of channel, without blocking: a
+// subscriber that has one pending does not need a second.
+func (n *notifier) wake(channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ch := n.chans[channel]
+	if ch == nil {
+		return
+	}
+	for s := range ch.subs {
+		select {
+		case s.c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// close ends the shared connection and waits for receive to return, so that
+// no goroutine of the Driver outlives Close. Subscriptions stay usable
+// objects: their channels just receive nothing more.
+func (n *notifier) close() {
+	n.cmdMu.Lock()
+	n.closed = true
+	ps, done := n.ps, n.done
+	n.ps = nil
+	if n.closing != nil {
+		close(n.closing)
+	}
+	for _, ch := range n.chans {
+		if ch.timer != nil {
+			ch.timer.Stop() // a timer that already fired finds closed set
+		}
+	}
+	n.mu.Lock()
+	clear(n.chans)
+	n.mu.Unlock()
+	n.cmdMu.Unlock()
+	if ps != nil {
+		_ = ps.Close()
+		<-done
+	}
+}

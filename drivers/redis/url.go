@@ -1,0 +1,119 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// The URL schemes this package registers with dlock.Open.
+const (
+	// Scheme is plain TCP: "redis://host:port/db".
+	Scheme = "redis"
+	// SchemeTLS is TLS: "rediss://host:port/db".
+	SchemeTLS = "rediss"
+)
+
+// prefixParam is the one query parameter the driver takes for itself; the
+// others are go-redis's.
+const prefixParam = "key_prefix"
+
+func init() {
+	dlock.Register(Scheme, open)
+	dlock.Register(SchemeTLS, open)
+}
+
+// open is the dlock.OpenFunc of both schemes: it makes a go-redis client from
+// u, checks that the server answers, and returns a Driver that owns it.
+func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
+	opt, o, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	client := goredis.NewClient(opt)
+	// A wrong address or password should fail here, where the caller expects
+	// configuration errors, not at the first Lock.
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		return nil, fmt.Errorf("redis: %s: %w", displayURL(u), err)
+	}
+	return newDriver(client, true, o), nil
+}
+
+// parseURL checks u and turns it into go-redis options and the driver's own.
+// Its errors wrap dlock.ErrInvalidURL and never contain the password.
+func parseURL(u *url.URL) (*goredis.Options, options, error) {
+	o := defaultOptions()
+	bad := func(format string, args ...any) (*goredis.Options, options, error) {
+		msg := fmt.Sprintf(format, args...)
+		if p, ok := u.User.Password(); ok && p != "" {
+			// go-redis's messages are not ours to audit.
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+		return nil, o, fmt.Errorf("%w: %s: %s", dlock.ErrInvalidURL, displayURL(u), msg)
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != Scheme && scheme != SchemeTLS {
+		return bad("scheme %q: want %s:// or %s://", u.Scheme, Scheme, SchemeTLS)
+	}
+	if u.Opaque != "" {
+		return bad("want %s://[[user]:password@]host[:port][/db]", scheme)
+	}
+	// net/url takes "redis://::1:6379" apart as host "::1", port "6379" and
+	// "redis://::1" as host ":", port "1": refuse rather than guess.
+	if strings.Contains(u.Hostname(), ":") && !strings.HasPrefix(u.Host, "[") {
+		return bad("an IPv6 address must be in brackets, as in %s://[::1]:6379", scheme)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return bad("port %q is not in 1 to 65535", p)
+		}
+	}
+	q := u.Query()
+	if vs, ok := q[prefixParam]; ok {
+		if len(vs) != 1 {
+			return bad("%s given %d times", prefixParam, len(vs))
+		}
+		if err := checkPrefix(vs[0]); err != nil {
+			return bad("%s: %v", prefixParam, err)
+		}
+		o.prefix = vs[0]
+		q.Del(prefixParam)
+	}
+	rest := *u
+	rest.Scheme = scheme
+	rest.RawQuery = q.Encode()
+	opt, err := goredis.ParseURL(rest.String())
+	if err != nil {
+		return bad("%v", err)
+	}
+	// Let the contexts of dlock's calls bound their commands: a renewal must
+	// not outlive the lease it is trying to save, nor a cancelled Lock wait
+	// for go-redis's read timeout.
+	opt.ContextTimeoutEnabled = true
+	return opt, o, nil
+}
+
+// displayURL is u for error messages: password redacted, and the query and
+// any opaque part left out, since a secret there would not be redacted.
+func displayURL(u *url.URL) string {
+	if u.Opaque != "" {
+		return u.Scheme + ":..." // "redis:user:password@host" is all opaque
+	}
+	v := *u
+	v.RawQuery = ""
+	v.ForceQuery = false
+	v.Fragment = ""
+	v.RawFragment = ""
+	return v.Redacted()
+}
