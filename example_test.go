@@ -43,3 +43,102 @@ func Example() {
 	// busy: true
 	// released: dlock: lock not held
 }
+
+// Holding a lock while work runs, and stopping the work when the lock is
+// lost: the lease's Done channel closes before its validity runs out.
+func ExampleLease_Done() {
+	ctx := context.Background()
+	client, err := dlock.Open(ctx, "mem://example-done")
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close(ctx)
+	m, _ := client.Mutex("jobs/compact", dlock.WithTTL(time.Second))
+	lease, err := m.Lock(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer lease.Unlock(ctx)
+
+	for step := range 3 {
+		select {
+		case <-lease.Done():
+			fmt.Println("stopping:", lease.Err())
+			return
+		default:
+		}
+		fmt.Println("step", step, "under token", lease.Token())
+	}
+	// Output:
+	// step 0 under token 1
+	// step 1 under token 1
+	// step 2 under token 1
+}
+
+// Readers share a read-write lock; a writer waits for them.
+func ExampleClient_RWMutex() {
+	ctx := context.Background()
+	client, err := dlock.Open(ctx, "mem://example-rw")
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close(ctx)
+	rw, err := client.RWMutex("catalog")
+	if err != nil {
+		panic(err) // errors.Is(err, errors.ErrUnsupported) on backends without read-write locks
+	}
+	r1, _ := rw.RLock(ctx)
+	r2, _ := rw.TryRLock(ctx)
+	_, err = rw.TryLock(ctx)
+	fmt.Println("writer while two readers hold it:", errors.Is(err, dlock.ErrLocked))
+	r1.Unlock(ctx)
+	r2.Unlock(ctx)
+	w, err := rw.TryLock(ctx)
+	fmt.Println("writer after they left:", err == nil)
+	w.Unlock(ctx)
+	// Output:
+	// writer while two readers hold it: true
+	// writer after they left: true
+}
+
+// A reentrant lock: the same owner may take it again, and it is free once
+// every entry has been unlocked.
+func ExampleWithOwner() {
+	ctx := context.Background()
+	client, err := dlock.Open(ctx, "mem://example-reentrant")
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close(ctx)
+	m, err := client.Mutex("ledger", dlock.WithOwner("worker-7"))
+	if err != nil {
+		panic(err)
+	}
+	outer, _ := m.Lock(ctx)
+	inner, err := m.TryLock(ctx) // re-entry: no wait, same token
+	fmt.Println("re-entered:", err == nil, inner.Token() == outer.Token())
+	inner.Unlock(ctx)
+	outer.Unlock(ctx)
+	// Output:
+	// re-entered: true true
+}
+
+// A Lock that gives up when its context ends returns exactly ctx.Err().
+func ExampleMutex_Lock_timeout() {
+	ctx := context.Background()
+	client, err := dlock.Open(ctx, "mem://example-timeout")
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close(ctx)
+	m, _ := client.Mutex("busy")
+	held, _ := m.Lock(ctx)
+	defer held.Unlock(ctx)
+
+	waitCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err = m.Lock(waitCtx)
+	fmt.Println(err == context.DeadlineExceeded)
+	// Output:
+	// true
+}
