@@ -79,6 +79,22 @@ func (l *lease) Deadline() time.Time {
 	return l.deadline
 }
 
+func (l *lease) Uncertain() error {
+	l.mu.Lock()
+	lastErr, ended := l.lastErr, l.err != nil
+	l.mu.Unlock()
+	if ended {
+		return nil // Err says what happened
+	}
+	if lastErr != nil {
+		return fmt.Errorf("last renewal failed: %w", lastErr)
+	}
+	if ur, ok := l.d.(driver.UncertaintyReporter); ok {
+		return ur.Uncertain()
+	}
+	return nil
+}
+
 func (l *lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -141,8 +157,13 @@ func (l *lease) renewTick() {
 	defer c.ops.Done()
 
 	// A renewal that cannot finish before the deadline is useless, and Close
-	// must not wait for a hung backend.
-	ctx, cancel := context.WithDeadline(context.Background(), l.Deadline())
+	// must not wait for a hung backend. An attempt gets a third of the TTL,
+	// so that a hung one is retried, and reported by Uncertain, in time.
+	limit := time.Now().Add(l.renewInterval())
+	if d := l.Deadline(); d.Before(limit) {
+		limit = d
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), limit)
 	defer cancel()
 	stop := context.AfterFunc(c.closing, cancel)
 	defer stop()

@@ -112,3 +112,35 @@ func TestLeaseDeadlineAndRenewal(t *testing.T) {
 		t.Errorf("Err after Unlock: got %v, want ErrNotHeld", err)
 	}
 }
+
+// A lease whose renewal fails is uncertain until it is confirmed again.
+func TestUncertainWhileRenewalFails(t *testing.T) {
+	b := memory.NewBackend()
+	c := newClient(t, b, dlock.WithTTL(2*time.Second))
+	m, _ := c.Mutex("k")
+	l, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(t.Context())
+	if err := l.Uncertain(); err != nil {
+		t.Fatalf("fresh lease: Uncertain = %v, want nil", err)
+	}
+	b.Pause()
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	err = l.Extend(ctx) // hangs on the paused backend until ctx ends
+	cancel()
+	if err == nil {
+		t.Fatal("Extend on a paused backend succeeded")
+	}
+	if l.Uncertain() == nil {
+		t.Error("after a failed renewal: Uncertain = nil, want the failure")
+	}
+	b.Resume()
+	if err := l.Extend(t.Context()); err != nil {
+		t.Fatalf("Extend after resume: %v", err)
+	}
+	if err := l.Uncertain(); err != nil {
+		t.Errorf("after a successful renewal: Uncertain = %v, want nil", err)
+	}
+}

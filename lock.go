@@ -119,6 +119,14 @@ type Lease interface {
 	// ErrClosed when the Client was closed.
 	Err() error
 
+	// Uncertain returns nil while the backend has confirmed the lease
+	// recently, and otherwise why its state is unknown for now: the last
+	// renewal failed, or the backend reported its connection down. An
+	// uncertain lease is still held until its Deadline; it becomes lost then
+	// unless a renewal confirms it first. Careful holders pause risky writes
+	// while it is uncertain.
+	Uncertain() error
+
 	// Extend renews the lease now, for the Mutex's TTL from the start of the
 	// call, and moves the Deadline. Renewal does this automatically unless it
 	// was switched off with WithoutRenewal. When the backend reports that the

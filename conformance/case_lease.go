@@ -106,6 +106,14 @@ func testRenewalBlocked(t *T, e *env) {
 	la := lock(t, ma)
 	acquired := time.Now()
 	deadline := la.Deadline()
+	waitFor(t, time.Until(deadline)+slack, "Uncertain reporting the hung renewal", func() bool {
+		select {
+		case <-la.Done():
+			t.Fatalf("the lease was lost (%v) without first being reported uncertain", la.Err())
+		default:
+		}
+		return la.Uncertain() != nil
+	})
 	within(t, la.Done(), time.Until(deadline)+slack, "the lost signal while renewal is blocked")
 	if late := time.Since(deadline); late > slack {
 		t.Errorf("the lost signal fired %v after the validity deadline", late)

@@ -45,7 +45,7 @@ var cases = []testCase{
 	{name: "LostSignalOnOverwrite", ttls: 6, run: testLostOnOverwrite,
 		rule: "when the lock is taken over behind the holder's back, the lost signal fires within a TTL, and the old holder's Unlock leaves the new owner's lock alone"},
 	{name: "RenewalBlocked", ttls: 8, run: testRenewalBlocked,
-		rule: "when renewal cannot reach the backend, the lost signal fires no later than the validity deadline, and a contender gets the lock within TTL plus a margin"},
+		rule: "when renewal cannot reach the backend, the lease first reports Uncertain, then the lost signal fires no later than the validity deadline, and a contender gets the lock within TTL plus a margin"},
 	{name: "SlowAcquireReply", ttls: 8, run: testSlowAcquireReply,
 		rule: "validity is counted from the start of the acquire call: a reply delayed beyond the TTL yields no lease, and no lease's deadline is later than call start plus TTL"},
 	{name: "CancelledWait", run: testCancelledWait,

@@ -92,3 +92,16 @@ type Validator interface {
 type LossReporter interface {
 	Lost() context.Context
 }
+
+// UncertaintyReporter is implemented by leases whose backend can tell that
+// the lock's state is momentarily unknown (a ZooKeeper client disconnected
+// while its session may still live) before any renewal fails. Uncertain
+// returns nil while the backend is in touch, and the reason otherwise. The
+// core reports it through Lease.Uncertain; the lease is still lost at its
+// validity deadline unless a renewal confirms it first.
+//
+// Fallback: without it, the core reports a lease as uncertain from a failed
+// renewal until the next successful one.
+type UncertaintyReporter interface {
+	Uncertain() error
+}
