@@ -23,6 +23,9 @@ type Client struct {
 	closing     context.Context
 	stopClosing context.CancelFunc
 
+	qmu    sync.Mutex
+	queues map[string][]*waitQueue // waiters by key; see waitqueue.go
+
 	mu     sync.Mutex
 	closed bool
 	leases map[*lease]struct{}
@@ -40,7 +43,7 @@ func New(d driver.Driver, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{drv: d, defaults: defaults, leases: map[*lease]struct{}{}}
+	c := &Client{drv: d, defaults: defaults, leases: map[*lease]struct{}{}, queues: map[string][]*waitQueue{}}
 	if f, ok := d.(driver.Featurer); ok {
 		c.features = f.Features()
 	}

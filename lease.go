@@ -249,6 +249,9 @@ func (l *lease) Unlock(ctx context.Context) error {
 	l.mu.Unlock()
 
 	err := l.release(ctx)
+	if err == nil {
+		l.m.c.kick(l.m.key)
+	}
 	if ended != nil {
 		return ended // lost before Unlock: that is the news
 	}

@@ -73,7 +73,28 @@ func (m *mutex) acquire(ctx context.Context, op string, mode driver.Mode, wait b
 // reason other than the lock being held, or (when wait is false) the first
 // attempt finds the lock held.
 func (m *mutex) attempts(ctx context.Context, mode driver.Mode, wait bool) (*lease, error) {
-	if wait && m.c.blocker != nil {
+	if !wait {
+		return m.attempt(ctx, mode, m.c.drv.TryAcquire)
+	}
+	q, w := m.c.enqueue(m.key, mode, m.cfg.owner)
+	var l *lease
+	defer func() { m.c.dequeue(q, w, l != nil) }()
+	select {
+	case <-w.turn:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	var err error
+	l, err = m.waitAsHead(ctx, q, mode)
+	return l, err
+}
+
+// waitAsHead acquires for the head of a wait queue: through the backend's
+// own queue when it has one, otherwise by trying again at every wake-up (a
+// notification from the backend, a release in this Client) and at jittered,
+// growing intervals regardless.
+func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, mode driver.Mode) (*lease, error) {
+	if m.c.blocker != nil {
 		for {
 			l, err := m.attempt(ctx, mode, m.c.blocker.Acquire)
 			if !errors.Is(err, errExpiredOnArrival) {
@@ -81,41 +102,41 @@ func (m *mutex) attempts(ctx context.Context, mode driver.Mode, wait bool) (*lea
 			}
 		}
 	}
-
-	var wakeups <-chan struct{}
-	if wait && m.c.notifier != nil {
-		// Subscribe before the first try, so that a release between a failed
-		// try and the wait is not missed. Without it we still poll.
-		if sub, err := m.c.notifier.Subscribe(ctx, m.key); err == nil {
-			defer sub.Close()
-			wakeups = sub.C()
-		} else if ctx.Err() != nil {
-			return nil, err
-		}
+	// Subscribe before the first try, so that a release between a failed
+	// try and the wait is not missed. Without it we still poll.
+	wakeups, err := m.c.subscription(ctx, q)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
 	}
 	backoff := newBackoff(m.cfg.pollMin, m.cfg.pollMax)
+	// When the previous head left with the lock, it is held: wait first.
+	try := !q.held
 	for {
-		l, err := m.attempt(ctx, mode, m.c.drv.TryAcquire)
 		var retryAfter time.Duration
-		switch {
-		case err == nil:
-			return l, nil
-		case !wait:
-			return nil, err
-		case errors.Is(err, errExpiredOnArrival):
-		case !errors.Is(err, ErrLocked):
-			return nil, err
-		default:
-			if le, ok := errors.AsType[*driver.LockedError](err); ok {
-				retryAfter = le.RetryAfter
+		if try {
+			l, err := m.attempt(ctx, mode, m.c.drv.TryAcquire)
+			switch {
+			case err == nil:
+				return l, nil
+			case errors.Is(err, errExpiredOnArrival):
+			case !errors.Is(err, ErrLocked):
+				return nil, err
+			default:
+				if le, ok := errors.AsType[*driver.LockedError](err); ok {
+					retryAfter = le.RetryAfter
+				}
 			}
 		}
+		try = true
 		timer := time.NewTimer(backoff.next(retryAfter))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return nil, ctx.Err()
 		case <-wakeups:
+			timer.Stop()
+			backoff.reset()
+		case <-q.kick:
 			timer.Stop()
 			backoff.reset()
 		case <-timer.C:

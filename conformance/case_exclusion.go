@@ -180,3 +180,50 @@ func testReadersShare(t *T, e *env) {
 	}
 	unlock(t, lw)
 }
+
+func testWaitersServedInOrder(t *T, e *env) {
+	const waiters = 8
+	key := e.key("fifo")
+	holder := e.mutex(t, e.client(t), key)
+	c := e.client(t)
+	m := e.mutex(t, c, key)
+	l := lock(t, holder)
+
+	order := make(chan int, waiters)
+	errs := make(chan error, waiters)
+	for i := range waiters {
+		go func() {
+			l, err := m.Lock(t.Context())
+			if err != nil {
+				errs <- err
+				return
+			}
+			order <- i
+			errs <- l.Unlock(t.Context())
+		}()
+		// Start the next waiter only once this one is in line.
+		waitFor(t, slack, "the waiter to queue", func() bool { return c.Waiters(key) == i+1 })
+	}
+	unlock(t, l)
+	for range waiters {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Errorf("waiter: %v", err)
+			}
+		case <-t.Context().Done():
+			t.Fatalf("not every coalesced waiter acquired the lock")
+		}
+	}
+	close(order)
+	want := 0
+	for got := range order {
+		if got != want {
+			t.Errorf("waiter %d acquired in turn %d: a client's waiters must be served in the order they arrived", got, want)
+		}
+		want++
+	}
+	if n := c.Waiters(key); n != 0 {
+		t.Errorf("Waiters after every waiter acquired: got %d, want 0", n)
+	}
+}

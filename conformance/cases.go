@@ -24,6 +24,8 @@ func (c testCase) limit(ttl time.Duration) time.Duration {
 var cases = []testCase{
 	{name: "MutualExclusion", ttls: 20, run: testMutualExclusion,
 		rule: "at most one holder at a time: 8 independent clients with 4 goroutines each never overlap in the guarded section, never present a stale fencing token, and lose no write"},
+	{name: "WaitersServedInOrder", ttls: 10, run: testWaitersServedInOrder,
+		rule: "a client's goroutines waiting for one lock all acquire it, in the order they arrived"},
 	{name: "TryLockHeld", run: testTryLockHeld,
 		rule: "TryLock on a held lock returns ErrLocked at once and leaves the holder's lock untouched"},
 	{name: "DoubleUnlock", run: testDoubleUnlock,

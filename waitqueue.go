@@ -1,0 +1,134 @@
+package dlock
+
+import (
+	"context"
+	"slices"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Waiter coalescing: the goroutines of one Client waiting for the same lock
+// form a FIFO queue, and only its head waits on the backend (one subscription,
+// one poller, one server-side wait), so the backend's work per handoff does
+// not grow with the number of waiters in a process. When the head gets the
+// lock, the next in line becomes head.
+//
+// Waiters queue separately by mode and by reentrant owner: readers must not
+// wait behind writers of their own process that the backend would not make
+// them wait for, and a reentrant owner must never queue behind others, or its
+// nested Lock would wait for itself.
+
+// waitQueue is the line of one Client's waiters for one key, mode and owner.
+type waitQueue struct {
+	key     string
+	mode    driver.Mode
+	owner   string
+	waiters []*waiter // FIFO; waiters[0] is the head
+
+	// kick wakes the head: a lease of this Client on the key was released.
+	kick chan struct{}
+	// sub is the backend subscription successive heads share, so that a
+	// handoff inside the process costs no SUBSCRIBE and UNSUBSCRIBE.
+	sub driver.Subscription
+	// held: the previous head left with the lock, so the new head need not
+	// try before the next wake-up.
+	held bool
+}
+
+// waiter is one goroutine in a waitQueue.
+type waiter struct {
+	turn chan struct{} // closed when the waiter becomes the head
+}
+
+// enqueue puts a waiter at the end of its queue; it is the head at once when
+// the queue was empty.
+func (c *Client) enqueue(key string, mode driver.Mode, owner string) (*waitQueue, *waiter) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	i := slices.IndexFunc(c.queues[key], func(q *waitQueue) bool { return q.mode == mode && q.owner == owner })
+	var q *waitQueue
+	if i >= 0 {
+		q = c.queues[key][i]
+	} else {
+		q = &waitQueue{key: key, mode: mode, owner: owner, kick: make(chan struct{}, 1)}
+		c.queues[key] = append(c.queues[key], q)
+	}
+	w := &waiter{turn: make(chan struct{})}
+	q.waiters = append(q.waiters, w)
+	if len(q.waiters) == 1 {
+		close(w.turn)
+	}
+	return q, w
+}
+
+// dequeue takes w out of its queue. When w was the head, the next waiter
+// becomes head; when the queue is empty, it goes, with its subscription.
+func (c *Client) dequeue(q *waitQueue, w *waiter, acquired bool) {
+	c.qmu.Lock()
+	i := slices.Index(q.waiters, w)
+	q.waiters = slices.Delete(q.waiters, i, i+1)
+	var sub driver.Subscription
+	switch {
+	case len(q.waiters) == 0:
+		sub, q.sub = q.sub, nil
+		c.queues[q.key] = slices.DeleteFunc(c.queues[q.key], func(o *waitQueue) bool { return o == q })
+		if len(c.queues[q.key]) == 0 {
+			delete(c.queues, q.key)
+		}
+	case i == 0:
+		q.held = acquired
+		close(q.waiters[0].turn)
+	}
+	c.qmu.Unlock()
+	if sub != nil {
+		_ = sub.Close()
+	}
+}
+
+// subscription returns the queue's backend subscription, subscribing on first
+// use. Only the head calls it. Without a Notifier, or when subscribing fails,
+// it returns nil and the head polls.
+func (c *Client) subscription(ctx context.Context, q *waitQueue) (<-chan struct{}, error) {
+	if c.notifier == nil {
+		return nil, nil
+	}
+	c.qmu.Lock()
+	sub := q.sub
+	c.qmu.Unlock()
+	if sub == nil {
+		var err error
+		if sub, err = c.notifier.Subscribe(ctx, q.key); err != nil {
+			return nil, err
+		}
+		c.qmu.Lock()
+		q.sub = sub
+		c.qmu.Unlock()
+	}
+	return sub.C(), nil
+}
+
+// kick wakes the heads waiting for key in this Client, after one of its
+// leases on key was released: a local handoff need not wait for the
+// backend's notification or the next poll.
+func (c *Client) kick(key string) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	for _, q := range c.queues[key] {
+		select {
+		case q.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Waiters returns how many goroutines of this Client are waiting in Lock or
+// RLock for key. Other processes' waiters are not counted.
+func (c *Client) Waiters(key string) int {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	n := 0
+	for _, q := range c.queues[key] {
+		n += len(q.waiters)
+	}
+	return n
+}
