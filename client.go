@@ -23,6 +23,8 @@ type Client struct {
 	closing     context.Context
 	stopClosing context.CancelFunc
 
+	renewer renewer
+
 	qmu    sync.Mutex
 	queues map[string][]*waitQueue // waiters by key; see waitqueue.go
 
@@ -49,6 +51,7 @@ func New(d driver.Driver, opts ...Option) (*Client, error) {
 	}
 	c.notifier, _ = d.(driver.Notifier)
 	c.blocker, _ = d.(driver.Blocker)
+	c.renewer.c = c
 	c.closing, c.stopClosing = context.WithCancel(context.Background())
 	return c, nil
 }
@@ -109,6 +112,7 @@ func (c *Client) Close(ctx context.Context) error {
 	c.closed = true
 	c.mu.Unlock()
 	c.stopClosing()
+	c.renewer.stop()
 	c.ops.Wait() // in-flight acquisitions see closing and give up; renewals finish
 
 	c.mu.Lock()

@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
 )
 
-// lease implements Lease. Its renewal and its expiry are timers, not
-// goroutines: a held lease costs no goroutine until a timer fires.
+// lease implements Lease. Its expiry is a timer and its renewal is scheduled
+// by its Client's renewer: a held lease costs no goroutine.
 type lease struct {
 	m    *mutex
 	d    driver.Lease
@@ -23,9 +23,13 @@ type lease struct {
 	err       error // nil while held; why it ended otherwise
 	unlocked  bool  // Unlock has been called
 	lastErr   error // the latest failed renewal, reported if the deadline passes
-	renewal   *time.Timer
 	expiry    *time.Timer
 	stopWatch func() bool // stops watching a LossReporter
+
+	// Owned by the Client's renewer, under its lock.
+	renewAt   time.Time
+	heapIndex int
+	ended     atomic.Bool // set before the renewer is told to forget the lease
 }
 
 var _ Lease = (*lease)(nil)
@@ -36,10 +40,11 @@ var errRenewalRefused = fmt.Errorf("renewal refused, the lock expired or another
 // newLease wraps a grant whose acquisition started at started.
 func newLease(m *mutex, d driver.Lease, started time.Time) *lease {
 	return &lease{
-		m:        m,
-		d:        d,
-		done:     make(chan struct{}),
-		deadline: m.validUntil(started, d.Validity()),
+		m:         m,
+		d:         d,
+		done:      make(chan struct{}),
+		deadline:  m.validUntil(started, d.Validity()),
+		heapIndex: -1,
 	}
 }
 
@@ -59,7 +64,7 @@ func (l *lease) start() {
 	}
 	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
 	if l.m.cfg.renew {
-		l.renewal = time.AfterFunc(l.renewInterval(), l.renewTick)
+		l.m.c.renewer.schedule(l, time.Now().Add(l.renewInterval()))
 	}
 	if lr, ok := l.d.(driver.LossReporter); ok {
 		lost := lr.Lost()
@@ -108,9 +113,8 @@ func (l *lease) finish(err error) bool {
 		return false
 	}
 	l.err = err
-	if l.renewal != nil {
-		l.renewal.Stop()
-	}
+	l.ended.Store(true)
+	l.m.c.renewer.remove(l)
 	if l.expiry != nil {
 		l.expiry.Stop()
 	}
@@ -148,50 +152,27 @@ func (l *lease) expire() {
 	l.finish(lostError(reason))
 }
 
-// renewTick runs when the renewal timer fires.
-func (l *lease) renewTick() {
-	c := l.m.c
-	if !c.beginOp() {
-		return
-	}
-	defer c.ops.Done()
-
-	// A renewal that cannot finish before the deadline is useless, and Close
-	// must not wait for a hung backend. An attempt gets a third of the TTL,
-	// so that a hung one is retried, and reported by Uncertain, in time.
-	limit := time.Now().Add(l.renewInterval())
-	if d := l.Deadline(); d.Before(limit) {
-		limit = d
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), limit)
-	defer cancel()
-	stop := context.AfterFunc(c.closing, cancel)
-	defer stop()
-
-	err := l.renew(ctx)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err != nil {
-		return
-	}
-	next := l.renewInterval()
-	if err != nil {
-		// Retry soon, spread out; the expiry timer bounds how long we try.
-		next = max(l.m.cfg.ttl/10, time.Millisecond)
-		next = next/2 + rand.N(next/2+1)
-	}
-	l.renewal.Reset(next)
-}
-
-// renew extends the lease once and moves the deadline. A refusal by the
-// backend loses the lease; any other failure is kept for the expiry report.
+// renew extends the lease once, now, and moves the deadline.
 func (l *lease) renew(ctx context.Context) error {
 	started := time.Now()
 	err := l.d.Extend(ctx, l.m.cfg.ttl)
+	if _, held := l.confirm(started, err); !held {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.endedErr()
+	}
+	return err
+}
+
+// confirm applies the outcome of an extension that started at started: a
+// success moves the deadline, a refusal by the backend loses the lease, and
+// any other failure is kept for Uncertain and the expiry report. It returns
+// when to renew next, and false when the lease has ended.
+func (l *lease) confirm(started time.Time, err error) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
-		return l.endedErr()
+		return 0, false
 	}
 	switch {
 	case err == nil:
@@ -200,13 +181,13 @@ func (l *lease) renew(ctx context.Context) error {
 			l.expiry.Reset(time.Until(d))
 		}
 		l.lastErr = nil
-		return nil
+		return l.renewInterval(), true
 	case errors.Is(err, ErrNotHeld):
 		l.finish(lostError(errRenewalRefused))
-		return l.err
+		return 0, false
 	default:
 		l.lastErr = err
-		return err
+		return retryDelay(l.m.cfg.ttl), true
 	}
 }
 

@@ -149,3 +149,39 @@ func testSlowAcquireReply(t *T, e *env) {
 		unlock(t, l)
 	}
 }
+
+func testRenewalFailureIsolated(t *T, e *env) {
+	if e.h.Tamper == nil {
+		t.Skipf("the harness has no Tamper hook")
+	}
+	const held = 20
+	c, contender := e.client(t), e.client(t)
+	var leases []dlock.Lease
+	var keys []string
+	for range held {
+		key := e.key("batch")
+		keys = append(keys, key)
+		leases = append(leases, lock(t, e.mutex(t, c, key)))
+	}
+	victim := held / 2
+	if err := e.h.Tamper(t.Context(), keys[victim], false); err != nil {
+		t.Fatalf("Tamper: %v", err)
+	}
+	within(t, leases[victim].Done(), e.ttl+slack, "the lost signal of the tampered lease")
+	// Two more renewal rounds, and every other lease must still be held.
+	time.Sleep(e.ttl * 2 / 3)
+	for i, l := range leases {
+		if i == victim {
+			continue
+		}
+		if err := l.Err(); err != nil {
+			t.Errorf("lease %d lost when only lease %d was tampered with: %v", i, victim, err)
+		}
+		expectLocked(t, e.mutex(t, contender, keys[i]), "its holder's renewal was not concerned by another lease's failure")
+	}
+	for i, l := range leases {
+		if i != victim {
+			unlock(t, l)
+		}
+	}
+}

@@ -105,3 +105,18 @@ type LossReporter interface {
 type UncertaintyReporter interface {
 	Uncertain() error
 }
+
+// BatchExtender is implemented by drivers that can extend many leases in one
+// round trip (a pipeline, a multi-key script). The core's renewal gathers the
+// leases of a client that are due in the same window and hands them over
+// together. ExtendBatch extends leases[i] by ttls[i], each exactly as
+// Lease.Extend would (owner-checked, atomic), and returns one error per lease,
+// in order: nil, ErrNotHeld, or why that lease's extension failed. A failure
+// must be reported for exactly the leases it concerns. The leases are this
+// driver's own; the driver splits very large batches as its backend needs.
+//
+// Fallback: without it, the core calls Lease.Extend for each lease, a few at
+// a time.
+type BatchExtender interface {
+	ExtendBatch(ctx context.Context, leases []Lease, ttls []time.Duration) []error
+}

@@ -191,3 +191,44 @@ func (l *lease) Release(ctx context.Context) error {
 	b.wake()
 	return nil
 }
+
+// ExtendBatch extends every lease under one lock of the backend, as a
+// pipeline would in one round trip.
+func (c *client) ExtendBatch(ctx context.Context, leases []driver.Lease, ttls []time.Duration) []error {
+	errs := make([]error, len(leases))
+	if err := c.enter(ctx); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	now := time.Now()
+	for i, dl := range leases {
+		l := leaseOf(dl)
+		if l == nil {
+			errs[i] = driver.ErrNotHeld
+			continue
+		}
+		if _, h := c.b.find(l.key, l.identity, l.token, l.mode, now); h != nil {
+			h.expires = now.Add(ttls[i])
+		} else {
+			errs[i] = driver.ErrNotHeld
+		}
+	}
+	return errs
+}
+
+// leaseOf unwraps a lease this package made.
+func leaseOf(dl driver.Lease) *lease {
+	switch l := dl.(type) {
+	case *lease:
+		return l
+	case *reportingLease:
+		return l.lease
+	}
+	return nil
+}
+
+var _ driver.BatchExtender = (*client)(nil)

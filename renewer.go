@@ -1,0 +1,206 @@
+package dlock
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Batched renewal: each Client has one renewer, a heap of its held leases by
+// when each is due, and one timer for the earliest. When it fires, every
+// lease due within half its renewal interval is renewed with it, in one round
+// trip where the driver is a BatchExtender. So renewal costs no goroutine per
+// held lock, and leases acquired at different moments fall into step after
+// their first renewal, sharing round trips from then on.
+
+// renewer schedules the renewal of one Client's leases.
+type renewer struct {
+	c     *Client
+	mu    sync.Mutex
+	due   leaseHeap
+	timer *time.Timer
+}
+
+// extendParallelism bounds the Extend calls in flight for a driver that
+// cannot batch them.
+const extendParallelism = 16
+
+// schedule makes l due at.
+func (r *renewer) schedule(l *lease, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l.ended.Load() {
+		return // it ended while its renewal was under way
+	}
+	l.renewAt = at
+	if l.heapIndex >= 0 {
+		heap.Fix(&r.due, l.heapIndex)
+	} else {
+		heap.Push(&r.due, l)
+	}
+	r.arm()
+}
+
+// remove unschedules l.
+func (r *renewer) remove(l *lease) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l.heapIndex >= 0 {
+		heap.Remove(&r.due, l.heapIndex)
+		r.arm()
+	}
+}
+
+// arm sets the timer for the earliest due lease. Callers hold r.mu.
+func (r *renewer) arm() {
+	if len(r.due) == 0 {
+		if r.timer != nil {
+			r.timer.Stop()
+		}
+		return
+	}
+	wait := time.Until(r.due[0].renewAt)
+	if r.timer == nil {
+		r.timer = time.AfterFunc(wait, r.fire)
+	} else {
+		r.timer.Reset(wait)
+	}
+}
+
+func (r *renewer) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+}
+
+// fire renews every lease that is due, or nearly.
+func (r *renewer) fire() {
+	if !r.c.beginOp() {
+		return
+	}
+	defer r.c.ops.Done()
+	now := time.Now()
+	r.mu.Lock()
+	var batch []*lease
+	for len(r.due) > 0 {
+		l := r.due[0]
+		if l.renewAt.Sub(now) > l.renewInterval()/2 {
+			break
+		}
+		heap.Pop(&r.due)
+		batch = append(batch, l)
+	}
+	r.arm()
+	r.mu.Unlock()
+	if len(batch) > 0 {
+		r.renew(batch)
+	}
+}
+
+// renew extends a batch of leases and schedules each one's next renewal.
+func (r *renewer) renew(batch []*lease) {
+	// A renewal that cannot finish before a deadline is useless, and Close
+	// must not wait for a hung backend. An attempt gets a third of the TTL,
+	// so that a hung one is retried, and reported by Uncertain, in time.
+	started := time.Now()
+	limit := started.Add(batch[0].renewInterval())
+	for _, l := range batch {
+		limit = earliest(limit, started.Add(l.renewInterval()), l.Deadline())
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), limit)
+	defer cancel()
+	stop := context.AfterFunc(r.c.closing, cancel)
+	defer stop()
+
+	errs := r.extend(ctx, batch)
+	for i, l := range batch {
+		if next, ok := l.confirm(started, errs[i]); ok {
+			r.schedule(l, time.Now().Add(next))
+		}
+	}
+}
+
+// extend extends every lease of the batch: in one call when the driver
+// batches, otherwise a few at a time.
+func (r *renewer) extend(ctx context.Context, batch []*lease) []error {
+	if be, ok := r.c.drv.(driver.BatchExtender); ok {
+		leases := make([]driver.Lease, len(batch))
+		ttls := make([]time.Duration, len(batch))
+		for i, l := range batch {
+			leases[i], ttls[i] = l.d, l.m.cfg.ttl
+		}
+		errs := be.ExtendBatch(ctx, leases, ttls)
+		if len(errs) == len(batch) {
+			return errs
+		}
+		// A driver that breaks the contract fails every lease of the batch,
+		// rather than the core guessing which ones it renewed.
+		errs = make([]error, len(batch))
+		for i := range errs {
+			errs[i] = errBatchMismatch
+		}
+		return errs
+	}
+	errs := make([]error, len(batch))
+	sem := make(chan struct{}, extendParallelism)
+	var wg sync.WaitGroup
+	for i, l := range batch {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = l.d.Extend(ctx, l.m.cfg.ttl)
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// retryDelay is how soon a failed renewal is tried again: a tenth of the TTL,
+// spread out; the lease's deadline bounds how long it keeps trying.
+func retryDelay(ttl time.Duration) time.Duration {
+	d := max(ttl/10, time.Millisecond)
+	return d/2 + rand.N(d/2+1)
+}
+
+func earliest(t time.Time, others ...time.Time) time.Time {
+	for _, o := range others {
+		if o.Before(t) {
+			t = o
+		}
+	}
+	return t
+}
+
+// leaseHeap orders leases by when they are due for renewal.
+type leaseHeap []*lease
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].renewAt.Before(h[j].renewAt) }
+func (h leaseHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex, h[j].heapIndex = i, j
+}
+func (h *leaseHeap) Push(x any) {
+	l := x.(*lease)
+	l.heapIndex = len(*h)
+	*h = append(*h, l)
+}
+func (h *leaseHeap) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	l.heapIndex = -1
+	return l
+}
+
+// errBatchMismatch: a BatchExtender returned a number of results other than
+// the number of leases it was given.
+var errBatchMismatch = errors.New("dlock: driver returned the wrong number of batch results")
