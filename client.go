@@ -24,6 +24,7 @@ type Client struct {
 	stopClosing context.CancelFunc
 
 	renewer renewer
+	tel     *telemetry
 
 	qmu    sync.Mutex
 	queues map[string][]*waitQueue // waiters by key; see waitqueue.go
@@ -52,6 +53,7 @@ func New(d driver.Driver, opts ...Option) (*Client, error) {
 	c.notifier, _ = d.(driver.Notifier)
 	c.blocker, _ = d.(driver.Blocker)
 	c.renewer.c = c
+	c.tel = newTelemetry(defaults)
 	c.closing, c.stopClosing = context.WithCancel(context.Background())
 	return c, nil
 }
@@ -79,9 +81,14 @@ func (c *Client) newMutex(key string, opts []Option) (*mutex, error) {
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	cfg, err := c.defaults.with(opts)
+	base := c.defaults
+	base.clientLevel = false
+	cfg, err := base.with(opts)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.clientLevel {
+		return nil, fmt.Errorf("%w: WithLogger, WithMeterProvider and WithTracerProvider configure a Client, not a Mutex", ErrInvalidOption)
 	}
 	if err := validate(c.drv, key, cfg.ttl); err != nil {
 		return nil, err

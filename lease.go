@@ -14,14 +14,17 @@ import (
 // lease implements Lease. Its expiry is a timer and its renewal is scheduled
 // by its Client's renewer: a held lease costs no goroutine.
 type lease struct {
-	m    *mutex
-	d    driver.Lease
-	done chan struct{}
+	m        *mutex
+	d        driver.Lease
+	mode     driver.Mode
+	acquired time.Time
+	done     chan struct{}
 
 	mu        sync.Mutex
 	deadline  time.Time
 	err       error // nil while held; why it ended otherwise
 	unlocked  bool  // Unlock has been called
+	started   bool  // start armed it; telemetry counts it as held
 	lastErr   error // the latest failed renewal, reported if the deadline passes
 	expiry    *time.Timer
 	stopWatch func() bool // stops watching a LossReporter
@@ -38,10 +41,12 @@ var _ Lease = (*lease)(nil)
 var errRenewalRefused = fmt.Errorf("renewal refused, the lock expired or another owner holds it: %w", ErrNotHeld)
 
 // newLease wraps a grant whose acquisition started at started.
-func newLease(m *mutex, d driver.Lease, started time.Time) *lease {
+func newLease(m *mutex, d driver.Lease, started time.Time, mode driver.Mode) *lease {
 	return &lease{
 		m:         m,
 		d:         d,
+		mode:      mode,
+		acquired:  time.Now(),
 		done:      make(chan struct{}),
 		deadline:  m.validUntil(started, d.Validity()),
 		heapIndex: -1,
@@ -62,13 +67,15 @@ func (l *lease) start() {
 	if l.err != nil {
 		return // Close ended it between track and start
 	}
+	l.started = true
+	l.m.c.tel.held.Add(context.Background(), 1, l.m.c.tel.modeAttrs[l.mode])
 	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
 	if l.m.cfg.renew {
 		l.m.c.renewer.schedule(l, time.Now().Add(l.renewInterval()))
 	}
 	if lr, ok := l.d.(driver.LossReporter); ok {
 		lost := lr.Lost()
-		l.stopWatch = context.AfterFunc(lost, func() { l.lose(context.Cause(lost)) })
+		l.stopWatch = context.AfterFunc(lost, func() { l.lose(context.Cause(lost), "backend") })
 	}
 }
 
@@ -106,11 +113,15 @@ func (l *lease) Err() error {
 	return l.err
 }
 
-// finish ends the lease with err, stopping its timers and closing Done. It
-// reports false when the lease had already ended. Callers hold l.mu.
-func (l *lease) finish(err error) bool {
+// finish ends the lease with err, stopping its timers and closing Done;
+// lossReason names the kind of loss, or is empty. It reports false when the
+// lease had already ended. Callers hold l.mu.
+func (l *lease) finish(err error, lossReason string) bool {
 	if l.err != nil {
 		return false
+	}
+	if l.started {
+		l.m.c.tel.ended(l, lossReason, err)
 	}
 	l.err = err
 	l.ended.Store(true)
@@ -126,11 +137,11 @@ func (l *lease) finish(err error) bool {
 	return true
 }
 
-// lose ends the lease as lost, for reason.
-func (l *lease) lose(reason error) {
+// lose ends the lease as lost, for reason, of the kind named.
+func (l *lease) lose(reason error, kind string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.finish(lostError(reason))
+	l.finish(lostError(reason), kind)
 }
 
 // expire runs when the expiry timer fires: unless a renewal moved the
@@ -149,7 +160,7 @@ func (l *lease) expire() {
 	if l.lastErr != nil {
 		reason = fmt.Errorf("validity deadline passed without a confirmed renewal; last renewal error: %w", l.lastErr)
 	}
-	l.finish(lostError(reason))
+	l.finish(lostError(reason), "deadline")
 }
 
 // renew extends the lease once, now, and moves the deadline.
@@ -181,12 +192,15 @@ func (l *lease) confirm(started time.Time, err error) (time.Duration, bool) {
 			l.expiry.Reset(time.Until(d))
 		}
 		l.lastErr = nil
+		l.m.c.tel.renewed(l, "ok", nil)
 		return l.renewInterval(), true
 	case errors.Is(err, ErrNotHeld):
-		l.finish(lostError(errRenewalRefused))
+		l.m.c.tel.renewed(l, "refused", err)
+		l.finish(lostError(errRenewalRefused), "refused")
 		return 0, false
 	default:
 		l.lastErr = err
+		l.m.c.tel.renewed(l, "failed", err)
 		return retryDelay(l.m.cfg.ttl), true
 	}
 }
@@ -226,7 +240,7 @@ func (l *lease) Unlock(ctx context.Context) error {
 	}
 	l.unlocked = true
 	ended := l.err
-	l.finish(ErrNotHeld)
+	l.finish(ErrNotHeld, "")
 	l.mu.Unlock()
 
 	err := l.release(ctx)
@@ -272,7 +286,7 @@ func (l *lease) release(ctx context.Context) error {
 // grant that arrived after Close.
 func (l *lease) end(ctx context.Context, reason error) error {
 	l.mu.Lock()
-	held := l.finish(reason)
+	held := l.finish(reason, "")
 	l.mu.Unlock()
 	if !held {
 		return ErrNotHeld

@@ -21,24 +21,24 @@ var _ RWMutex = (*mutex)(nil)
 func (m *mutex) Key() string { return m.key }
 
 func (m *mutex) Lock(ctx context.Context) (Lease, error) {
-	return m.acquire(ctx, "lock", driver.Exclusive, true)
+	return m.acquire(ctx, driver.Exclusive, true)
 }
 
 func (m *mutex) TryLock(ctx context.Context) (Lease, error) {
-	return m.acquire(ctx, "trylock", driver.Exclusive, false)
+	return m.acquire(ctx, driver.Exclusive, false)
 }
 
 func (m *mutex) RLock(ctx context.Context) (Lease, error) {
-	return m.acquire(ctx, "rlock", driver.Shared, true)
+	return m.acquire(ctx, driver.Shared, true)
 }
 
 func (m *mutex) TryRLock(ctx context.Context) (Lease, error) {
-	return m.acquire(ctx, "tryrlock", driver.Shared, false)
+	return m.acquire(ctx, driver.Shared, false)
 }
 
 // acquire takes the lock in mode, waiting for it when wait is set. It returns
 // exactly ctx.Err() when ctx ends first, and ErrClosed when the Client closes.
-func (m *mutex) acquire(ctx context.Context, op string, mode driver.Mode, wait bool) (Lease, error) {
+func (m *mutex) acquire(ctx context.Context, mode driver.Mode, wait bool) (Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -47,6 +47,18 @@ func (m *mutex) acquire(ctx context.Context, op string, mode driver.Mode, wait b
 	}
 	defer m.c.ops.Done()
 
+	started := time.Now()
+	ctx, span := m.c.tel.startAcquire(ctx, opNames[mode][wait], m.key, mode)
+	l, err := m.acquireTraced(ctx, mode, wait)
+	m.c.tel.endAcquire(ctx, span, m.key, mode, started, l, err)
+	if err != nil {
+		return nil, err // not a nil *lease in a non-nil Lease
+	}
+	return l, nil
+}
+
+func (m *mutex) acquireTraced(ctx context.Context, mode driver.Mode, wait bool) (*lease, error) {
+	op := opNames[mode][wait]
 	// Every backend call is bounded by the caller's ctx and by Close.
 	opCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -77,8 +89,12 @@ func (m *mutex) attempts(ctx context.Context, mode driver.Mode, wait bool) (*lea
 		return m.attempt(ctx, mode, m.c.drv.TryAcquire)
 	}
 	q, w := m.c.enqueue(m.key, mode, m.cfg.owner)
+	m.c.tel.waiters.Add(ctx, 1, m.c.tel.modeAttrs[mode])
 	var l *lease
-	defer func() { m.c.dequeue(q, w, l != nil) }()
+	defer func() {
+		m.c.dequeue(q, w, l != nil)
+		m.c.tel.waiters.Add(ctx, -1, m.c.tel.modeAttrs[mode])
+	}()
 	select {
 	case <-w.turn:
 	case <-ctx.Done():
@@ -144,6 +160,13 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, mode driver.Mode) 
 	}
 }
 
+// opNames names operations by mode and whether they wait, for errors and
+// spans.
+var opNames = [2]map[bool]string{
+	driver.Exclusive: {true: "lock", false: "trylock"},
+	driver.Shared:    {true: "rlock", false: "tryrlock"},
+}
+
 // errExpiredOnArrival: the backend granted the lock, but its validity had run
 // out by the time the reply arrived. The grant was given back; try again.
 var errExpiredOnArrival = errors.New("dlock: lock granted with no validity left")
@@ -161,7 +184,7 @@ func (m *mutex) attempt(ctx context.Context, mode driver.Mode, acquireFn func(co
 	if err != nil {
 		return nil, err
 	}
-	l := newLease(m, dl, started)
+	l := newLease(m, dl, started, mode)
 	if !time.Now().Before(l.Deadline()) {
 		cleanup, cancel := cleanupContext(ctx, m.cfg.ttl)
 		defer cancel()

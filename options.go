@@ -2,7 +2,11 @@ package dlock
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultTTL is the TTL of a Mutex when neither the Client nor the Mutex was
@@ -24,6 +28,13 @@ type Option func(*config) error
 
 // config is the resolved configuration of one mutex.
 type config struct {
+	// Client-level settings (telemetry.go); clientLevel marks that one was
+	// given, which Client.Mutex refuses.
+	meters      metric.MeterProvider
+	tracers     trace.TracerProvider
+	logger      *slog.Logger
+	clientLevel bool
+
 	ttl        time.Duration
 	renew      bool
 	owner      string

@@ -136,6 +136,7 @@ func (r *renewer) extend(ctx context.Context, batch []*lease) []error {
 		for i, l := range batch {
 			leases[i], ttls[i] = l.d, l.m.cfg.ttl
 		}
+		r.c.tel.batches.Add(ctx, 1)
 		errs := be.ExtendBatch(ctx, leases, ttls)
 		if len(errs) == len(batch) {
 			return errs
@@ -148,6 +149,7 @@ func (r *renewer) extend(ctx context.Context, batch []*lease) []error {
 		}
 		return errs
 	}
+	r.c.tel.batches.Add(ctx, int64(len(batch)))
 	errs := make([]error, len(batch))
 	sem := make(chan struct{}, extendParallelism)
 	var wg sync.WaitGroup
