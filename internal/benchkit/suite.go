@@ -1,0 +1,80 @@
+package benchkit
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Sizes sets how much work each measurement does.
+type Sizes struct {
+	UncontendedRounds int
+	HandoffRounds     int
+	ContendedFor      time.Duration
+	HeldLocks         int
+	HeldTTL           time.Duration
+	HeldPeriods       int
+}
+
+// Standard are the sizes of `go test -bench` and `dlock bench`.
+var Standard = Sizes{
+	UncontendedRounds: uncontendedRounds,
+	HandoffRounds:     handoffRounds,
+	ContendedFor:      contendedFor,
+	HeldLocks:         heldLocks,
+	HeldTTL:           heldTTL,
+	HeldPeriods:       heldPeriods,
+}
+
+// Quick are sizes for a smoke run: seconds per backend, figures only roughly
+// meaningful.
+var Quick = Sizes{
+	UncontendedRounds: 50,
+	HandoffRounds:     30,
+	ContendedFor:      300 * time.Millisecond,
+	HeldLocks:         200,
+	HeldTTL:           300 * time.Millisecond,
+	HeldPeriods:       1,
+}
+
+// Report is every measurement of one backend.
+type Report struct {
+	Backend     string      `json:"backend"`
+	Uncontended Uncontended `json:"uncontended"`
+	Handoff     []Handoff   `json:"handoff"`
+	Contended   []Contended `json:"contended"`
+	Held        ManyHeld    `json:"held"`
+}
+
+// Suite runs every measurement of the standard suite against t, telling
+// progress what it is doing.
+func Suite(ctx context.Context, t Target, s Sizes, progress func(string)) (Report, error) {
+	r := Report{Backend: t.Name}
+	step := func(what string) { progress(fmt.Sprintf("%s: %s", t.Name, what)) }
+	var err error
+	step("uncontended acquire+release")
+	if r.Uncontended, err = MeasureUncontended(ctx, t, s.UncontendedRounds); err != nil {
+		return r, fmt.Errorf("uncontended: %w", err)
+	}
+	for _, c := range []struct{ waiters, clients int }{{1, 1}, {16, 1}, {16, 16}} {
+		step(fmt.Sprintf("handoff to %d waiter(s) in %d client(s)", c.waiters, c.clients))
+		h, err := MeasureHandoff(ctx, t, c.waiters, c.clients, s.HandoffRounds)
+		if err != nil {
+			return r, fmt.Errorf("handoff: %w", err)
+		}
+		r.Handoff = append(r.Handoff, h)
+	}
+	for _, g := range []int{8, 64} {
+		step(fmt.Sprintf("contended, %d goroutines", g))
+		c, err := MeasureContended(ctx, t, g, min(g, 8), s.ContendedFor)
+		if err != nil {
+			return r, fmt.Errorf("contended: %w", err)
+		}
+		r.Contended = append(r.Contended, c)
+	}
+	step(fmt.Sprintf("%d held locks", s.HeldLocks))
+	if r.Held, err = MeasureManyHeld(ctx, t, s.HeldLocks, s.HeldTTL, s.HeldPeriods); err != nil {
+		return r, fmt.Errorf("held: %w", err)
+	}
+	return r, nil
+}

@@ -1,0 +1,62 @@
+package benchtargets
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/internal/benchkit"
+)
+
+// Redis is the Redis server at url (the redis driver must be imported). Raw
+// is SET NX PX then DEL; requests are counted by the server (INFO
+// commandstats), so on a dedicated server they are the benchmark's own.
+// The returned func closes the raw client.
+func Redis(url string) (benchkit.Target, func(), error) {
+	opt, err := goredis.ParseURL(url)
+	if err != nil {
+		return benchkit.Target{}, nil, err
+	}
+	raw := goredis.NewClient(opt)
+	t := Open("redis", url)
+	t.Raw = func(ctx context.Context, key string) error {
+		if err := raw.SetArgs(ctx, key, "raw", goredis.SetArgs{Mode: "NX", TTL: 15 * time.Second}).Err(); err != nil {
+			return err
+		}
+		return raw.Del(ctx, key).Err()
+	}
+	var asked atomic.Uint64 // INFO calls, each counted by the server itself
+	t.Requests = func() uint64 { return redisCommands(raw) - asked.Add(1) }
+	return t, func() { _ = raw.Close() }, nil
+}
+
+// requestCommands are the commands the redis driver sends itself; the
+// commands its scripts run inside the server are not requests.
+var requestCommands = []string{"eval", "evalsha", "subscribe", "unsubscribe", "ssubscribe", "sunsubscribe", "ping", "script"}
+
+// redisCommands returns how many requests the server has served, from INFO
+// commandstats: the calls of requestCommands, and of INFO (each call counts
+// itself; Requests subtracts them).
+func redisCommands(c *goredis.Client) uint64 {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		return 0
+	}
+	var n uint64
+	for line := range strings.SplitSeq(info, "\n") {
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		cmd, isStat := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isStat || (cmd != "info" && !slices.Contains(requestCommands, cmd)) {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		v, _ := strconv.ParseUint(calls, 10, 64)
+		n += v
+	}
+	return n
+}
