@@ -58,3 +58,8 @@ func validate(d driver.Driver, key string, ttl time.Duration) error {
 func safetyMargin(ttl time.Duration) time.Duration {
 	return ttl/100 + 2*time.Millisecond
 }
+
+// ValidateTTL reports whether the core accepts ttl (10 ms to 30 days),
+// with an error wrapping ErrInvalidTTL when it does not. Drivers may accept
+// less; Client.Mutex checks that too. For configuration loaders.
+func ValidateTTL(ttl time.Duration) error { return checkTTL(ttl) }
