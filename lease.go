@@ -79,7 +79,10 @@ func (l *lease) start() {
 	}
 }
 
-func (l *lease) renewInterval() time.Duration { return l.m.cfg.ttl / 3 }
+// renewInterval is a third of the validity the backend grants: of the TTL,
+// or less when the backend promises less (whole-second expiry, a session
+// timeout), so that two renewals can fail before the deadline.
+func (l *lease) renewInterval() time.Duration { return min(l.m.cfg.ttl, l.d.Validity()) / 3 }
 
 func (l *lease) Key() string           { return l.m.key }
 func (l *lease) Token() uint64         { return l.d.Token() }

@@ -144,3 +144,26 @@ func TestUncertainWhileRenewalFails(t *testing.T) {
 		t.Errorf("after a successful renewal: Uncertain = %v, want nil", err)
 	}
 }
+
+func TestInspect(t *testing.T) {
+	b := memory.NewBackend()
+	c := newClient(t, b, dlock.WithTTL(time.Minute))
+	m, _ := c.Mutex("k")
+	if info, err := c.Inspect(t.Context(), "k"); err != nil || info.Held {
+		t.Fatalf("free lock: got %+v, %v", info, err)
+	}
+	l, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Inspect(t.Context(), "k")
+	if err != nil || !info.Held || info.Token != l.Token() || info.TTL <= 0 || info.TTL > time.Minute {
+		t.Errorf("held lock: got %+v, %v; want held with token %d and a TTL", info, err, l.Token())
+	}
+	_ = l.Unlock(t.Context())
+	plain, _ := dlock.New(plainDriver{memory.New(b)})
+	defer plain.Close(t.Context())
+	if _, err := plain.Inspect(t.Context(), "k"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("driver without Inspector: got %v, want ErrUnsupported", err)
+	}
+}

@@ -19,7 +19,8 @@
 // # Leases, fencing and loss
 //
 // Every held lock is a [Lease]: the backend promises it for a TTL, and the
-// core renews it in the background (every TTL/3) for as long as it is held.
+// core renews it in the background (every TTL/3, or a third of the shorter
+// validity a backend grants) for as long as it is held.
 // No lease survives every fault: a process pause or a partition longer than
 // the TTL lets another client take the lock while the old holder still runs.
 // dlock therefore gives every holder two defences:

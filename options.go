@@ -60,7 +60,8 @@ func (c config) with(opts []Option) (config, error) {
 }
 
 // WithTTL sets how long a lock outlives its holder's silence: the lease
-// length, renewed every TTL/3 while held. Default: DefaultTTL (15 s). The
+// length, renewed every TTL/3 (or a third of the shorter validity a backend
+// grants) while held. Default: DefaultTTL (15 s). The
 // core accepts 10 ms to 30 days; drivers may narrow that (see each driver's
 // documentation), which is checked when the Mutex is made.
 func WithTTL(ttl time.Duration) Option {

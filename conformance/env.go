@@ -123,6 +123,11 @@ func expectFree(t *T, m dlock.Mutex, why string) {
 // within waits for ch to close, failing the case after d.
 func within(t *T, ch <-chan struct{}, d time.Duration, what string) {
 	select {
+	case <-ch: // already closed: d may be negative, and select picks at random
+		return
+	default:
+	}
+	select {
 	case <-ch:
 	case <-time.After(d):
 		t.Fatalf("%s did not happen within %v", what, d)

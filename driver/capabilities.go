@@ -120,3 +120,34 @@ type UncertaintyReporter interface {
 type BatchExtender interface {
 	ExtendBatch(ctx context.Context, leases []Lease, ttls []time.Duration) []error
 }
+
+// Inspector is implemented by drivers that can describe a lock without
+// taking it, for operators (dlock inspect). It is read-only, and as exact as
+// the backend can tell.
+//
+// Fallback: without it, Client.Inspect returns an error wrapping
+// errors.ErrUnsupported.
+type Inspector interface {
+	Inspect(ctx context.Context, key string) (Info, error)
+}
+
+// Info describes one lock as the backend sees it.
+type Info struct {
+	// Held reports whether anyone holds the lock.
+	Held bool `json:"held"`
+	// Mode of the hold; Holders counts shared holders (1 when exclusive).
+	Mode    Mode `json:"mode"`
+	Holders int  `json:"holders"`
+	// Owner identifies the holder where the backend stores it: the
+	// reentrant owner, or the acquisition's ID. Empty when unknown.
+	Owner string `json:"owner,omitempty"`
+	// Token is the current grant's fencing token (or the latest one issued,
+	// when the lock is free). Zero when unknown.
+	Token uint64 `json:"token"`
+	// TTL is the time left on the holder's lease; zero when unknown or when
+	// the lock lasts as long as a session or connection.
+	TTL time.Duration `json:"ttl_ns"`
+	// Waiters counts clients waiting for the lock, as far as the backend can
+	// tell; -1 when it cannot.
+	Waiters int `json:"waiters"`
+}

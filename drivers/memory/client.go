@@ -232,3 +232,26 @@ func leaseOf(dl driver.Lease) *lease {
 }
 
 var _ driver.BatchExtender = (*client)(nil)
+
+// Inspect describes the lock on key. The in-process backend does not count
+// waiters.
+func (c *client) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	if err := c.enter(ctx); err != nil {
+		return driver.Info{}, err
+	}
+	info := driver.Info{Waiters: -1}
+	in, held := c.b.Inspect(key)
+	if !held {
+		c.b.mu.Lock()
+		info.Token = c.b.fences[key]
+		c.b.mu.Unlock()
+		return info, nil
+	}
+	info.Held, info.Token, info.TTL, info.Holders = true, in.Token, time.Until(in.Expires), 1
+	if in.Readers > 0 {
+		info.Mode, info.Holders = driver.Shared, in.Readers
+	}
+	return info, nil
+}
+
+var _ driver.Inspector = (*client)(nil)

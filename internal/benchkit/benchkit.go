@@ -30,6 +30,9 @@ type Target struct {
 	// Requests returns how many requests all clients of the target have sent
 	// to the backend so far (a pipeline counts once). Nil when unknown.
 	Requests func() uint64
+	// MinTTL is the backend's shortest TTL; measurements that choose a TTL
+	// use at least this. Zero: the core's minimum.
+	MinTTL time.Duration
 }
 
 // Latency summarises a set of durations.

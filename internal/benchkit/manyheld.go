@@ -29,6 +29,7 @@ type ManyHeld struct {
 // them for periods renewal periods (TTL/3 each), and measures renewal round
 // trips, CPU, heap and goroutines.
 func MeasureManyHeld(ctx context.Context, t Target, n int, ttl time.Duration, periods int) (ManyHeld, error) {
+	ttl = max(ttl, t.MinTTL)
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.WithoutCancel(ctx))

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	tclog "github.com/testcontainers/testcontainers-go/log"
+
+	"github.com/dlock-go/dlock/internal/benchkit"
+	"github.com/dlock-go/dlock/internal/benchtargets"
+	"github.com/dlock-go/dlock/internal/testserver"
+)
+
+// containerBackend is a backend dlock bench can start in a container from
+// the project's own images, as the tests do.
+type containerBackend struct {
+	name   string
+	start  func(ctx context.Context) (*testserver.Server, error)
+	url    func(addr string) string
+	target func(url string) (benchkit.Target, func(), error)
+}
+
+var containerBackends = []containerBackend{
+	{"redis", testserver.StartRedis, func(a string) string { return "redis://" + a + "/0" }, benchtargets.Redis},
+	{"memcached", func(ctx context.Context) (*testserver.Server, error) { return testserver.StartMemcached(ctx) },
+		func(a string) string { return "memcache://" + a }, benchtargets.Memcached},
+}
+
+// targetFor makes a target for an existing server's URL.
+func targetFor(rawURL string) (benchkit.Target, func(), error) {
+	switch scheme(rawURL) {
+	case "redis", "rediss":
+		return benchtargets.Redis(rawURL)
+	case "memcache", "memcached":
+		return benchtargets.Memcached(rawURL)
+	}
+	return benchtargets.Open(scheme(rawURL), rawURL), func() {}, nil
+}
+
+// results is what --out writes as results.json.
+type results struct {
+	Time    time.Time         `json:"time"`
+	Machine string            `json:"machine"`
+	Quick   bool              `json:"quick"`
+	Reports []benchkit.Report `json:"reports"`
+	Skipped []skipped         `json:"skipped"`
+}
+
+type skipped struct {
+	Backend string `json:"backend"`
+	Reason  string `json:"reason"`
+}
+
+func newBenchCmd() *cobra.Command {
+	var (
+		rawURL string
+		only   []string
+		quick  bool
+		outDir string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench [--url URL] [--backends a,b] [--quick] [--out DIR]",
+		Short: "Compare lock backends: latency, handoff, throughput, fairness, cost",
+		Long: `Bench measures lock backends the same way dlock's benchmark suite does:
+uncontended acquire+release and its ratio to the raw client commands a lock
+needs, handoff latency to 1 and 16 blocked waiters (in one process and in 16),
+contended throughput with 8 and 64 goroutines with Jain's fairness index and
+the longest wait, backend requests per critical section, and the cost of
+holding 10,000 locks on one client.
+
+With no flags it benchmarks the embedded in-process backend, then every
+backend it can start in a container from the project's own images when a
+Docker engine answers (run from a checkout, it builds missing images with
+testenv/setup), and says which it skipped and why. --url benchmarks an
+existing server instead. A standard run takes about 20 s per backend;
+--quick takes a few.
+
+--out DIR writes results.json and charts (SVG and PNG) comparing the
+backends side by side.`,
+		Example: `  dlock bench
+  dlock bench --quick --out bench-out
+  dlock bench --url redis://localhost:6379/0`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			sizes := benchkit.Standard
+			if quick {
+				sizes = benchkit.Quick
+			}
+			progress := func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "bench:", s) }
+			tclog.SetDefault(tclog.NewNoopLogger()) // our own progress lines say what happens
+			res := results{Time: time.Now().UTC(), Quick: quick, Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())}
+			wanted := func(name string) bool { return len(only) == 0 || slices.Contains(only, name) }
+
+			measure := func(t benchkit.Target) {
+				r, err := benchkit.Suite(ctx, t, sizes, progress)
+				if err != nil {
+					res.Skipped = append(res.Skipped, skipped{t.Name, "failed: " + err.Error()})
+					progress(t.Name + " failed: " + err.Error())
+					return
+				}
+				res.Reports = append(res.Reports, r)
+			}
+			if rawURL != "" {
+				t, done, err := targetFor(rawURL)
+				if err != nil {
+					return exitWith(exitUsage, "%w", err)
+				}
+				defer done()
+				measure(t)
+			} else {
+				if wanted("memory") {
+					measure(benchtargets.Memory())
+				}
+				for _, cb := range containerBackends {
+					if !wanted(cb.name) {
+						continue
+					}
+					if reason := benchContainer(ctx, cb, measure, progress); reason != "" {
+						res.Skipped = append(res.Skipped, skipped{cb.name, reason})
+						progress("skipped " + cb.name + ": " + reason)
+					}
+				}
+			}
+			if ctx.Err() != nil {
+				return exitWith(130, "interrupted")
+			}
+			printTable(cmd.OutOrStdout(), res)
+			if outDir != "" {
+				if err := writeOut(outDir, res); err != nil {
+					return exitWith(exitSoftware, "writing %s: %w", outDir, err)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "bench: wrote %s\n", outDir)
+			}
+			if len(res.Reports) == 0 {
+				return exitWith(exitUnavailable, "no backend could be measured")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&rawURL, "url", "", "benchmark the existing server at URL instead of starting containers")
+	cmd.Flags().StringSliceVar(&only, "backends", nil, "only these backends (memory, "+strings.Join(containerNames(), ", ")+")")
+	cmd.Flags().BoolVar(&quick, "quick", false, "small sizes: a smoke run of a few seconds per backend")
+	cmd.Flags().StringVar(&outDir, "out", "", "write results.json and charts to this directory")
+	return cmd
+}
+
+func containerNames() []string {
+	var names []string
+	for _, cb := range containerBackends {
+		names = append(names, cb.name)
+	}
+	return names
+}
+
+// benchContainer starts cb's server, measures it and stops it; it returns
+// why it could not, or "".
+func benchContainer(ctx context.Context, cb containerBackend, measure func(benchkit.Target), progress func(string)) string {
+	progress("starting " + cb.name + " in a container")
+	srv, err := cb.start(ctx)
+	if errors.Is(err, testserver.ErrNoImage) {
+		if setup := findSetup(); setup != "" {
+			progress("building the project's images with " + setup)
+			if out, serr := exec.CommandContext(ctx, "bash", setup).CombinedOutput(); serr != nil {
+				return fmt.Sprintf("testenv/setup failed: %v: %s", serr, lastLine(out))
+			}
+			srv, err = cb.start(ctx)
+		}
+	}
+	switch {
+	case errors.Is(err, testserver.ErrNoDocker):
+		return "no Docker engine answers (start one, or use --url)"
+	case errors.Is(err, testserver.ErrNoImage):
+		return "its image is not built: run `make setup` in a dlock checkout"
+	case err != nil:
+		return err.Error()
+	}
+	defer srv.Terminate(context.WithoutCancel(ctx))
+	t, done, err := cb.target(cb.url(srv.Addr()))
+	if err != nil {
+		return err.Error()
+	}
+	defer done()
+	measure(t)
+	return ""
+}
+
+// findSetup looks for testenv/setup in the working directory and its
+// parents: a dlock checkout.
+func findSetup() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		p := filepath.Join(dir, "testenv", "setup")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+func lastLine(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
+}
+
+// writeOut writes results.json and the charts.
+func writeOut(dir string, res results) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return writeCharts(dir, res.Reports)
+}

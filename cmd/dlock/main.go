@@ -1,0 +1,113 @@
+// Command dlock runs a command under a distributed lock, compares lock
+// backends, and inspects locks, on every backend dlock supports.
+//
+//	dlock run --key nightly-report --url redis://localhost:6379/0 -- ./report.sh
+//	dlock bench --out bench-out
+//	dlock inspect --key nightly-report --url redis://localhost:6379/0
+//
+// Exit statuses are documented in `dlock --help` and the README.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	// Every backend, for URLs and configuration.
+	_ "github.com/dlock-go/dlock/drivers/memcached"
+	_ "github.com/dlock-go/dlock/drivers/memory"
+	_ "github.com/dlock-go/dlock/drivers/redis"
+)
+
+// Exit statuses, besides the child's own for `dlock run`.
+const (
+	exitOK          = 0
+	exitUsage       = 64 // bad flags, arguments or configuration
+	exitUnavailable = 69 // the backend could not be reached or refused the request
+	exitSoftware    = 70 // anything else that went wrong
+	exitBusy        = 75 // the lock is held: --no-wait, or --wait ran out
+	exitLost        = 76 // the lock was lost while the command ran; it was terminated
+	exitCannotRun   = 126
+	exitNotFound    = 127
+)
+
+const exitStatuses = `Exit statuses:
+  0     success (for run: the command exited 0)
+  1-125 run: the command's own exit status
+  64    usage error: bad flags, arguments or configuration
+  69    the backend could not be reached, or refused the request
+  70    internal error
+  75    run: the lock is busy (--no-wait, or --wait ran out)
+  76    run: the lock was lost while the command ran; it was sent SIGTERM,
+        then SIGKILL after --grace
+  126   run: the command could not be started
+  127   run: the command was not found
+  128+N run: the command was killed by signal N`
+
+// exitError carries an exit status out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitWith(code int, format string, args ...any) error {
+	return &exitError{code: code, err: fmt.Errorf(format, args...)}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line args and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil && ee.err.Error() != "" {
+			fmt.Fprintln(stderr, "dlock:", ee.err)
+		}
+		return ee.code
+	}
+	// Anything cobra itself rejected: unknown flags, missing arguments.
+	fmt.Fprintln(stderr, "dlock:", err)
+	fmt.Fprintln(stderr, "Run 'dlock --help' for usage.")
+	return exitUsage
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "dlock",
+		Short: "Run commands under distributed locks, compare lock backends, inspect locks",
+		Long: `dlock is the command of the dlock library: one distributed-lock API over
+Redis, memcached, ZooKeeper, etcd, PostgreSQL advisory locks, Hazelcast and
+an in-process backend.
+
+A backend is named by URL (--url, or DLOCK_URL), or by name from a
+configuration file (--backend with --config, or DLOCK_CONFIG); see
+'dlock help run'.
+
+` + exitStatuses,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newRunCmd(), newBenchCmd(), newInspectCmd())
+	return root
+}

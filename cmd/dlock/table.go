@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/benchkit"
+)
+
+// printTable prints one row per backend, then what was skipped.
+func printTable(out io.Writer, res results) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "backend\tuncontended p50\tvs raw\thandoff p50: 1 waiter\t16 in 1 client\t16 in 16 clients\trequests/cs (16 in 1)\tcs/s 8 goroutines\tcs/s 64\tJain 64\tmax/p50 wait 64\trenewal trips/period (10k held)\theap/lock\t")
+	for _, r := range res.Reports {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t%.2f\t%.1f\t%.1f\t%.0f B\t\n",
+			r.Backend, short(r.Uncontended.Lock.P50), ratio(r.Uncontended.Ratio),
+			short(handoff(r, 1, 1).Latency.P50), short(handoff(r, 16, 1).Latency.P50), short(handoff(r, 16, 16).Latency.P50),
+			requests(handoff(r, 16, 1).Requests), contended(r, 8).PerSecond, contended(r, 64).PerSecond,
+			contended(r, 64).Jain, contended(r, 64).MaxOverP50, r.Held.RenewalTripsPeriod, r.Held.HeapPerLock)
+	}
+	w.Flush()
+	for _, s := range res.Skipped {
+		fmt.Fprintf(out, "skipped %s: %s\n", s.Backend, s.Reason)
+	}
+}
+
+func handoff(r benchkit.Report, waiters, clients int) benchkit.Handoff {
+	for _, h := range r.Handoff {
+		if h.Waiters == waiters && h.Clients == clients {
+			return h
+		}
+	}
+	return benchkit.Handoff{}
+}
+
+func contended(r benchkit.Report, goroutines int) benchkit.Contended {
+	for _, c := range r.Contended {
+		if c.Goroutines == goroutines {
+			return c
+		}
+	}
+	return benchkit.Contended{}
+}
+
+func short(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "-"
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
+	}
+	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+}
+
+func ratio(x float64) string {
+	if x == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", x)
+}
+
+func requests(x float64) string {
+	if x == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", x)
+}

@@ -1,0 +1,71 @@
+package memcached
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+	"go.uber.org/goleak"
+
+	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// suiteTTL is the lease length of the conformance run. memcached expires in
+// whole seconds and guarantees a TTL of N seconds for only N-2.1 s (see
+// ttl.go), so the validity deadline comes at 8 s - 2.1 s - 82 ms (the core's
+// margin) = 5.82 s, about 73% of the TTL. The suite needs more than 2/3 of
+// the TTL: in RenewalBlocked the core's first renewal starts at TTL/3 and
+// hangs for its TTL/3 limit, and the lease must be reported uncertain (at
+// 5.33 s) before its deadline; 8 s leaves 0.48 s for a loaded machine (7 s
+// would leave 0.16 s, 6 s none). ManualExtend (an Extend after TTL/2 without
+// renewal) then has 1.8 s of room.
+//
+// Known suite problem: ExpiryAfterHolderVanishes ends with within(la.Done(),
+// time.Until(deadline)+slack). Here the lock frees 1.2 to 2.2 s after the
+// holder's deadline (N-1 to N s after the grant, against a deadline at
+// N-2.18 s), so that duration is negative by then, and within's select
+// picks at random between the closed Done channel and the timer that fired
+// at once: the case fails about half the time although the lost signal
+// fired at the deadline (TestExpiryAfterHolderVanishes checks that). No TTL
+// avoids it; within should look at the channel before arming the timer.
+const suiteTTL = 8 * time.Second
+
+// TestConformance runs the whole suite against the container, with the
+// Tamper hook and, for a container, the fault hooks.
+func TestConformance(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		// The Docker client of the fault hooks keeps its HTTP connection.
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"))
+	mc := newMC(t)
+	h := conformance.Harness{
+		NewDriver: func(context.Context) (driver.Driver, error) {
+			// A client per Driver, as separate processes would have.
+			return New(newMC(t))
+		},
+		TTL: suiteTTL,
+		Tamper: func(_ context.Context, key string, overwrite bool) error {
+			name := namesOf(DefaultKeyPrefix, key).lock
+			if !overwrite {
+				return mc.Delete(name)
+			}
+			stranger := encodeValue("stranger", time.Now().Add(time.Hour))
+			return mc.Set(&memcache.Item{Key: name, Value: stranger, Expiration: int32(time.Hour / time.Second)})
+		},
+	}
+	if server.Faults() {
+		h.Faults = &conformance.Faults{
+			Pause:  server.Server.Pause,
+			Resume: server.Server.Unpause,
+			Restart: func(ctx context.Context) error {
+				if err := server.Server.Stop(ctx); err != nil {
+					return err
+				}
+				return server.Server.Start(ctx)
+			},
+		}
+	}
+	conformance.Run(t, h)
+}

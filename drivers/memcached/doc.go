@@ -1,0 +1,150 @@
+// Package memcached is dlock's driver for memcached (tested with 1.6.18), over
+// the github.com/bradfitz/gomemcache client and memcached's text protocol.
+//
+// Importing it registers the URL schemes "memcache" and "memcached" with
+// dlock.Open:
+//
+//	import _ "github.com/dlock-go/dlock/drivers/memcached"
+//
+//	client, err := dlock.Open(ctx, "memcache://localhost:11211")
+//
+// An application that already has a gomemcache client passes it to [New]
+// instead, and keeps owning it:
+//
+//	mc := memcache.New("localhost:11211")
+//	d, err := memcached.New(mc)
+//	...
+//	client, err := dlock.New(d, dlock.WithTTL(15*time.Second))
+//
+// # Capabilities
+//
+// Exclusive locks with fencing tokens, and the backend's TTL rules
+// (driver.Validator). Read-write locks and reentrant locks are not
+// implemented: the driver does not implement driver.Featurer, so dlock
+// refuses them with an error wrapping errors.ErrUnsupported. memcached cannot
+// queue waiters or notify them, so there is no driver.Blocker or
+// driver.Notifier: waiters poll, with the core's jittered exponential
+// backoff (2 ms to 250 ms by default). TryAcquire reports the holder's
+// expected remaining time (a *driver.LockedError), read from the lock item
+// and then remembered per Driver, so that a waiter never sleeps past the
+// holder's expiry and a failed attempt usually costs a single request. A
+// handoff therefore takes up to one backoff step, and the requests per lock
+// grow with the number of waiters; see the benchmarks in bench_test.go.
+//
+// gomemcache takes no contexts: every request is bounded by the client's
+// Timeout. TryAcquire checks its context between requests; Extend and
+// Release return as soon as their context ends, and finish in the
+// background, where Close waits for them.
+//
+// # Guarantees
+//
+// A lock is a memcached item added with "add", whose value names the
+// holder's request ID (128 random bits) and expires with the lease.
+// Extend and Release read it with its CAS unique ("gets") and write it back
+// with "cas", which the server applies only if the item is still the one
+// read: so a holder whose lease expired never extends or deletes the lock of
+// the next holder, not even in the instant between the read and the write.
+// Release writes the item with a negative expiry, which memcached stores as
+// already expired: a compare-and-delete, after which the next "add" finds
+// the key free. Acquiring costs two round trips (add, incr; three when the
+// fencing counter must be started), and so do Extend and Release (gets,
+// cas): twice the requests of a bare add and delete, which check no owner and
+// issue no token.
+//
+// memcached expires items in whole seconds, by a clock that a timer advances
+// about once a second. The driver sends the TTL rounded up to whole seconds
+// (N); the server then keeps the item for at most N seconds (plus the
+// lateness of its ticks), and at least N-1 seconds in general but only N-2
+// seconds when the timer's drifting phase wraps past a whole second during
+// the lease (about every 25 minutes on the tested server). The lease's
+// validity is therefore N seconds minus 2.1 s, and the TTL must be at least [MinTTL] (5 s, valid for 2.9 s)
+// and at most [MaxTTL] (30 days: memcached reads larger expiries as Unix
+// times). A lock whose holder vanished is free again at most N seconds after
+// it was last granted or renewed.
+//
+// A server process that is frozen (SIGSTOP, docker pause, a stalled VM)
+// serves the requests waiting for it on resuming before its clock catches
+// up, for at most one tick: a grant or renewal served in that instant
+// expires early by up to the length of the freeze. dlock cannot tell; keep
+// memcached processes from being frozen for longer than the TTL's slack, or
+// rely on fencing tokens.
+//
+// Fencing tokens come from a counter item per lock ("incr", started with
+// "add"), advanced while the lock is held, so they strictly increase per
+// grant for as long as memcached keeps the counter. memcached forgets it on
+// a restart, an eviction, a flush or a change of the server list; the next
+// grant then starts the counter again from its own clock in microseconds
+// since 1970. Tokens therefore keep increasing across such a loss as long as
+// the clock of the client that restarts the counter is not behind the clock
+// of the one that started it last by more than the time between the two
+// starts: with clocks synchronised by NTP, a loss that comes more than a few
+// milliseconds after the counter was started. The counter is never started
+// from zero, so a token is never small; a counter holding a value the driver
+// did not write refuses grants with an error.
+//
+// memcached is a cache: a lock item can be lost to eviction under memory
+// pressure, to a restart (nothing persists) or to a flush_all. The holder
+// learns of it at its next renewal: Extend finds the item missing or not its
+// own and returns driver.ErrNotHeld, and the lease's lost signal fires; in
+// the meantime another client may have been granted the lock. Run the
+// memcached that holds locks so that this does not happen:
+//   - a dedicated instance (or at least one whose memory is not contended by
+//     a cache workload), with enough memory (-m) for every lock and counter;
+//   - with -M (--disable-evictions), so that a full server refuses new items
+//     with an error instead of evicting old ones: a grant or a renewal then
+//     fails visibly instead of a held lock disappearing;
+//   - without -o idle_timeout shorter than the renewal interval (harmless
+//     but costly: every renewal would reconnect).
+//
+// # Several servers
+//
+// A client with several servers puts each item on the one server its
+// selector picks for the item's name (gomemcache hashes the name, CRC-32
+// modulo the number of servers), with no replication: every process that
+// locks a key must list the same servers in the same order. A server that
+// fails loses its locks (signalled to their holders at their next renewal)
+// and its counters (see fencing tokens above). Changing the server list moves
+// items between servers: a lock whose name moves is free at once on its new
+// server while its holder still believes it holds it, until its next
+// renewal finds it gone. Change the list only when no lock is held, or
+// accept that window and check fencing tokens at the resource. The lock item
+// and its counter may live on different servers.
+//
+// # Keys
+//
+// A dlock key K is a byte string (the core limits it to 1 to 1024 bytes; this
+// driver accepts every such key). memcached keys are at most 250 bytes of
+// printable ASCII without spaces, so the driver names the items of one lock
+//
+//	PREFIX + R + "#" + base64url(SHA-256(K))   the lock item
+//	PREFIX + R + "#" + base64url(SHA-256(K)) + ".fence"   its fencing counter
+//
+// where PREFIX is the key prefix ("dlock:" unless [WithKeyPrefix] says
+// otherwise), R is the first 64 bytes of K with every byte other than
+// A-Z, a-z, 0-9 and ". _ / : -" replaced by '_', and the hash is 43
+// characters of unpadded base64url. "reports/nightly" is stored as
+// "dlock:reports/nightly#lxC1LHb9nLJf...". Every name is at most 178 bytes of
+// printable ASCII, so no key, whatever bytes it holds (spaces, CR LF followed
+// by a command, NUL, invalid UTF-8), can make the driver send anything but
+// the command it means. Different keys get different names unless SHA-256
+// collides: R only helps people reading the server's keys.
+//
+// # URLs
+//
+//	memcache://host[:port][,host[:port]...][?option=value&...]
+//	memcached://...   (the same)
+//
+// The port defaults to 11211. An IPv6 address must be in brackets
+// ("memcache://[::1]:11211"); net/url accepts brackets only in a URL that
+// names a single server. Servers are resolved once, by Open, and answer a
+// "version" command before Open returns. The URL takes no user information
+// (the text protocol has no authentication) and no path. Options:
+//
+//	timeout=DURATION     bounds each request (default 500ms)
+//	max_idle_conns=N     idle connections kept per server (default 8)
+//	key_prefix=PREFIX    the prefix of every item name (default "dlock:")
+//
+// Errors about the URL wrap dlock.ErrInvalidURL. The Driver closes the
+// client it made on Close. Clients with TLS or a custom server selector are
+// made by the caller and passed to [New].
+package memcached

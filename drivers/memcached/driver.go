@@ -1,0 +1,116 @@
+package memcached
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Driver is a dlock driver over memcached. It implements driver.Driver and
+// driver.Validator. Make it with [New] over a gomemcache client, or through
+// dlock.Open with a "memcache://" or "memcached://" URL. It is safe for
+// concurrent use.
+type Driver struct {
+	mc       *memcache.Client
+	owned    bool // the client was made from a URL, so Close closes it
+	prefix   string
+	attempts int // tries per request, for dead pooled connections (see call)
+	hints    hints
+
+	mu       sync.Mutex
+	closed   bool
+	inflight sync.WaitGroup // operations Close waits for
+}
+
+var (
+	_ driver.Driver    = (*Driver)(nil)
+	_ driver.Validator = (*Driver)(nil)
+)
+
+// New returns a Driver over client, which the caller keeps owning: Close
+// does not close it. Each Driver is an independent lock client, even when
+// several share one gomemcache client.
+//
+// The client's Timeout bounds every request (gomemcache takes no contexts),
+// and its MaxIdleConns should cover the number of goroutines that lock at
+// once. Its server list must be the same in every process that locks the
+// same keys (see "Several servers" in the package documentation).
+func New(client *memcache.Client, opts ...Option) (*Driver, error) {
+	if client == nil {
+		return nil, errors.New("memcached: New with a nil client")
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	return newDriver(client, false, o), nil
+}
+
+func newDriver(client *memcache.Client, owned bool, o options) *Driver {
+	idle := client.MaxIdleConns
+	if idle <= 0 {
+		idle = memcache.DefaultMaxIdleConns
+	}
+	return &Driver{
+		mc:     client,
+		owned:  owned,
+		prefix: o.prefix,
+		// Enough to get past every pooled connection a restart left dead,
+		// and one more to dial a new one.
+		attempts: min(idle, 64) + 1,
+	}
+}
+
+// ValidateKey accepts every key the core accepts: the driver maps any key
+// onto a memcached key of its own (see "Keys" in the package documentation).
+func (d *Driver) ValidateKey(string) error { return nil }
+
+// ValidateTTL accepts TTLs from [MinTTL] (5 s) to [MaxTTL] (30 days); see
+// "Guarantees" in the package documentation for why.
+func (d *Driver) ValidateTTL(ttl time.Duration) error { return checkTTL(ttl) }
+
+// Close closes the gomemcache client if the Driver made it from a URL (never
+// one passed to [New]), once the Driver's operations still running in the
+// background (a Release or Extend whose context ended) have finished; each
+// of their requests is bounded by the client's Timeout. Locks still held are
+// not released: they expire by their TTL. Later calls return
+// driver.ErrClosed; a second Close returns nil.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	d.mu.Unlock()
+	d.inflight.Wait()
+	if d.owned {
+		return d.mc.Close()
+	}
+	return nil
+}
+
+// enter checks that the Driver is open and ctx alive, before any I/O, and
+// counts the operation in flight until done is called.
+func (d *Driver) enter(ctx context.Context) (done func(), err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, driver.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d.inflight.Add(1)
+	return d.inflight.Done, nil
+}

@@ -1,0 +1,73 @@
+package memcached
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+)
+
+// Fencing tokens come from a counter item per lock, stored without expiry
+// and advanced by incr while the lock is held, so they rise by one per grant
+// (or more: a retried incr skips one) for as long as memcached keeps the
+// counter. memcached keeps nothing for sure: a restart, an eviction or a
+// change of the server list loses the counter. The first grant that finds it
+// missing therefore starts it again from its own clock, in microseconds
+// since 1970, not from zero: every token issued before the loss was at most
+// the counter's previous starting value plus the number of grants since,
+// which is below the clock reading of any later moment, as long as grants
+// come less often than once per microsecond (a grant takes a round trip) and
+// the clock of the client that starts the counter again is not behind the
+// clock of the one that started it before by more than the time between the
+// two starts.
+//
+// A token is drawn after the lock item was added, so it is greater than the
+// token of every earlier grant that was still valid when this one was made:
+// an earlier holder whose lease ran out before its incr reached the server
+// may draw a greater token, but its reply then comes after its validity
+// deadline, and the core refuses the grant.
+
+// maxToken bounds the tokens the driver hands out. A counter beyond it was
+// written by something else (or wrapped around); refusing it keeps tokens
+// from going backwards silently.
+const maxToken = 1 << 62
+
+// errBadCounter is wrapped by the error of a grant whose fencing counter
+// holds a value the driver cannot advance.
+var errBadCounter = errors.New("memcached: the fencing counter cannot be advanced")
+
+// nextToken advances the fencing counter fence and returns its new value,
+// starting it from the clock when it is missing.
+func (d *Driver) nextToken(fence string) (uint64, error) {
+	for range 3 {
+		var v uint64
+		_, err := d.call(func() (err error) { v, err = d.mc.Increment(fence, 1); return err })
+		switch {
+		case err == nil:
+			if v == 0 || v > maxToken {
+				return 0, fmt.Errorf("%w: %q holds %d", errBadCounter, fence, v)
+			}
+			return v, nil
+		case serverReplied(err):
+			// e.g. "cannot increment or decrement non-numeric value"
+			return 0, fmt.Errorf("%w: %q: %w", errBadCounter, fence, err)
+		case !errors.Is(err, memcache.ErrCacheMiss):
+			return 0, err
+		}
+		start := uint64(time.Now().UnixMicro())
+		item := &memcache.Item{Key: fence, Value: strconv.AppendUint(nil, start, 10)}
+		_, err = d.call(func() error { return d.mc.Add(item) })
+		switch {
+		case err == nil:
+			return start, nil
+		case errors.Is(err, memcache.ErrNotStored):
+			// Another grant started it first (or our own earlier attempt
+			// did, on a connection that broke): advance it.
+		default:
+			return 0, err
+		}
+	}
+	return 0, fmt.Errorf("%w: %q keeps disappearing", errBadCounter, fence)
+}

@@ -1,0 +1,54 @@
+package memcached
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// lease is one lock held on memcached: the lock item holds id until it
+// expires, is released, is evicted, or someone tampers with it.
+type lease struct {
+	d        *Driver
+	names    names
+	id       string
+	token    uint64
+	validity atomic.Int64 // time.Duration of the latest grant or extension
+}
+
+var _ driver.Lease = (*lease)(nil)
+
+// Token returns the fencing token drawn when the lock was granted.
+func (l *lease) Token() uint64 { return l.token }
+
+// Validity returns how long the latest grant or extension is guaranteed:
+// the TTL rounded up to whole seconds, minus 2.1 s for memcached's clock
+// (see "Guarantees" in the package documentation).
+func (l *lease) Validity() time.Duration { return time.Duration(l.validity.Load()) }
+
+// Extend pushes the lock item's expiry to ttl from now, if it still holds
+// this lease's ID, by a compare-and-swap on the value read; otherwise it
+// changes nothing and returns ErrNotHeld.
+func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
+	if err := checkTTL(ttl); err != nil {
+		return fmt.Errorf("memcached: TTL %w", err)
+	}
+	secs := expirySeconds(ttl)
+	return l.d.async(ctx, func() error {
+		if err := l.d.extend(l.names, l.id, secs); err != nil {
+			return err
+		}
+		l.validity.Store(int64(validityOf(secs)))
+		return nil
+	})
+}
+
+// Release removes the lock item, if it still holds this lease's ID, by a
+// compare-and-swap that makes it expire at once; otherwise it changes
+// nothing and returns ErrNotHeld.
+func (l *lease) Release(ctx context.Context) error {
+	return l.d.async(ctx, func() error { return l.d.release(l.names, l.id) })
+}

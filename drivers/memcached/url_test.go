@@ -1,0 +1,212 @@
+package memcached
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testserver"
+)
+
+func TestParseURL(t *testing.T) {
+	for _, c := range []struct {
+		url     string
+		servers []string
+		timeout time.Duration
+		idle    int
+		prefix  string
+	}{
+		{"memcache://localhost", []string{"localhost:11211"}, DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
+		{"memcached://10.0.0.1:11311/", []string{"10.0.0.1:11311"}, DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
+		{"MEMCACHE://a:1,b,c:3", []string{"a:1", "b:11211", "c:3"}, DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
+		{"memcache://[::1]", []string{"[::1]:11211"}, DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
+		{"memcache://[::1]:11212", []string{"[::1]:11212"}, DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
+		{"memcache://h?timeout=2s&max_idle_conns=32&key_prefix=app:", []string{"h:11211"}, 2 * time.Second, 32, "app:"},
+		{"memcache://h?key_prefix=", []string{"h:11211"}, DefaultTimeout, DefaultMaxIdleConns, ""},
+	} {
+		u, err := url.Parse(c.url)
+		if err != nil {
+			t.Fatalf("url.Parse(%q): %v", c.url, err)
+		}
+		cfg, err := parseURL(u)
+		if err != nil {
+			t.Errorf("parseURL(%q): %v", c.url, err)
+			continue
+		}
+		if !slices.Equal(cfg.servers, c.servers) || cfg.timeout != c.timeout || cfg.maxIdle != c.idle || cfg.opts.prefix != c.prefix {
+			t.Errorf("parseURL(%q) = %+v, want servers %v timeout %v idle %d prefix %q", c.url, cfg, c.servers, c.timeout, c.idle, c.prefix)
+		}
+	}
+}
+
+func TestParseURLRejects(t *testing.T) {
+	for _, raw := range []string{
+		"redis://h:6379",
+		"memcache:h:11211",
+		"memcache://",
+		"memcache://,",
+		"memcache://a,,b",
+		"memcache://a,b,a",
+		"memcache://a:11211,a",
+		"memcache://a:0",
+		"memcache://a:65536",
+		"memcache://a:1,::1",
+		"memcache://user:secret@h",
+		"memcache://h/db",
+		"memcache://h#frag",
+		"memcache://h?timeout=0s",
+		"memcache://h?timeout=soon",
+		"memcache://h?max_idle_conns=0",
+		"memcache://h?max_idle_conns=x",
+		"memcache://h?key_prefix=has%20space",
+		"memcache://h?key_prefix=a&key_prefix=b",
+		"memcache://h?pool_size=3",
+		"memcache://h?%zz",
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			continue // net/url refused it already, which dlock.Open reports as ErrInvalidURL
+		}
+		_, err = parseURL(u)
+		if !errors.Is(err, dlock.ErrInvalidURL) {
+			t.Errorf("parseURL(%q): got %v, want ErrInvalidURL", raw, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("parseURL(%q): the error shows the password: %v", raw, err)
+		}
+	}
+	u, _ := url.Parse("memcache://" + strings.TrimSuffix(strings.Repeat("h:1,", 65), ","))
+	if _, err := parseURL(u); !errors.Is(err, dlock.ErrInvalidURL) {
+		t.Errorf("parseURL of 65 servers: got %v, want ErrInvalidURL", err)
+	}
+}
+
+func TestOpen(t *testing.T) {
+	server.Need(t)
+	for _, scheme := range []string{Scheme, SchemeAlias} {
+		raw := strings.Replace(server.URL, "memcache://", scheme+"://", 1) + "?key_prefix=open-test:"
+		c, err := dlock.Open(ctxFor(t), raw, dlock.WithTTL(testTTL))
+		if err != nil {
+			t.Fatalf("Open(%q): %v", raw, err)
+		}
+		m, err := c.Mutex(testKey(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := m.Lock(ctxFor(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctxFor(t)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(ctxFor(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// No server: Open fails there, not at the first Lock.
+	if _, err := dlock.Open(ctxFor(t), "memcache://127.0.0.1:1?timeout=1s"); err == nil || errors.Is(err, dlock.ErrInvalidURL) {
+		t.Errorf("Open of a port where nothing listens: got %v, want a connection error", err)
+	}
+	if _, err := dlock.Open(ctxFor(t), "memcache://a:1,::1"); !errors.Is(err, dlock.ErrInvalidURL) {
+		t.Errorf("Open of a bad URL: got %v, want ErrInvalidURL", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := dlock.Open(ctx, server.URL); err != context.Canceled {
+		t.Errorf("Open with a cancelled context: got %v, want context.Canceled", err)
+	}
+}
+
+func TestMemcachedTargetExternal(t *testing.T) {
+	const url = "memcache://127.0.0.1:1"
+	t.Setenv(testserver.EnvMemcachedURL, url)
+	target, err := testserver.MemcachedTarget(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if target.URL != url || target.Server != nil || target.Faults() {
+		t.Fatalf("MemcachedTarget with %s set = %+v, want external %s without faults", testserver.EnvMemcachedURL, target, url)
+	}
+}
+
+func TestPingMemcached(t *testing.T) {
+	server.Need(t)
+	if err := testserver.PingMemcached(ctxFor(t), serverAddrs(t, server.URL)[0]); err != nil {
+		t.Fatalf("PingMemcached of the test server: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := testserver.PingMemcached(ctx, "127.0.0.1:1"); err == nil {
+		t.Fatal("PingMemcached of a port where nothing listens: want an error")
+	}
+}
+
+// The core over the driver: the capabilities it lacks are refused, the
+// TTL rules are its own, and a waiter gets the lock after a release.
+func TestCoreOverDriver(t *testing.T) {
+	mc := newMC(t)
+	c1, err := dlock.New(newTestDriver(t, mc), dlock.WithTTL(testTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close(context.Background())
+	c2, err := dlock.New(newTestDriver(t, newMC(t)), dlock.WithTTL(testTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close(context.Background())
+
+	if _, err := c1.RWMutex(testKey(t)); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("RWMutex: got %v, want ErrUnsupported", err)
+	}
+	if _, err := c1.Mutex(testKey(t), dlock.WithOwner("me")); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("WithOwner: got %v, want ErrUnsupported", err)
+	}
+	if _, err := c1.Mutex(testKey(t), dlock.WithTTL(2*time.Second)); !errors.Is(err, dlock.ErrInvalidTTL) || !strings.Contains(err.Error(), "minimum of 5s") {
+		t.Errorf("WithTTL(2s): got %v, want ErrInvalidTTL naming the 5 s minimum", err)
+	}
+
+	key := testKey(t)
+	m1, _ := c1.Mutex(key)
+	m2, _ := c2.Mutex(key)
+	l1, err := m1.Lock(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(l1.Deadline()); left > 2900*time.Millisecond || left < 2*time.Second {
+		t.Errorf("deadline %v away, want just under the 2.9 s a 5 s TTL is guaranteed", left)
+	}
+	got := make(chan dlock.Lease, 1)
+	errc := make(chan error, 1)
+	go func() {
+		l, err := m2.Lock(ctxFor(t))
+		if err != nil {
+			errc <- err
+			return
+		}
+		got <- l
+	}()
+	if err := l1.Unlock(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l2 := <-got:
+		if l2.Token() <= l1.Token() {
+			t.Errorf("token %d after %d", l2.Token(), l1.Token())
+		}
+		if err := l2.Unlock(ctxFor(t)); err != nil {
+			t.Fatal(err)
+		}
+	case err := <-errc:
+		t.Fatalf("waiter's Lock: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not get the lock")
+	}
+}
