@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -53,8 +54,14 @@ var charts = []chart{
 	}},
 }
 
-// writeCharts writes every chart as SVG and PNG into dir.
+// writeCharts writes every chart as SVG and PNG into dir. The in-process
+// backend is left out when there are others: it is orders of magnitude
+// faster than any network, and would flatten their bars (it stays in the
+// table and in results.json).
 func writeCharts(dir string, reports []benchkit.Report) error {
+	if networked := slices.DeleteFunc(slices.Clone(reports), func(r benchkit.Report) bool { return r.Backend == "memory" }); len(networked) > 0 {
+		reports = networked
+	}
 	if len(reports) == 0 {
 		return nil
 	}
@@ -86,10 +93,12 @@ func (c chart) plot(reports []benchkit.Report) (*plot.Plot, error) {
 	p.NominalX(names...)
 	p.X.Min, p.X.Max = -0.6, float64(len(reports))-0.4
 	width := vg.Points(60 / float64(len(c.series)))
+	top := 0.0
 	for i, s := range c.series {
 		values := make(plotter.Values, len(reports))
 		for j, r := range reports {
 			values[j] = s.values(r)
+			top = max(top, values[j])
 		}
 		bars, err := plotter.NewBarChart(values, width)
 		if err != nil {
@@ -106,6 +115,7 @@ func (c chart) plot(reports []benchkit.Report) (*plot.Plot, error) {
 		}
 		p.Add(labels)
 	}
+	p.Y.Max = top * 1.3 // room for the value labels and the legend
 	return p, nil
 }
 
