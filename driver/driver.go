@@ -87,7 +87,10 @@ type Lease interface {
 	// Validity returns how long the backend promised the lock, counted from the
 	// start of the most recent successful TryAcquire, Acquire or Extend. It is
 	// at most the TTL asked for (less, when the backend granted less: a session
-	// timeout, a quorum's drift).
+	// timeout, a quorum's drift), plus, after a Blocker's Acquire, the time the
+	// request waited in the backend's queue as the driver measured it (the
+	// lease starts at the grant, not at the call; without that time, a wait
+	// longer than the TTL would make every grant look expired on arrival).
 	Validity() time.Duration
 
 	// Extend confirms that the lock is still this lease's and pushes its expiry
@@ -95,6 +98,11 @@ type Lease interface {
 	// belongs to someone else, Extend changes nothing and returns ErrNotHeld.
 	// For session and connection backends it confirms that the session or
 	// connection is alive and still holds the lock.
+	//
+	// The core bounds each renewal attempt (to about a third of the validity)
+	// and retries a failed one: ctx ending means only that this attempt took
+	// too long. A driver must not take it as the loss of the lock, nor close
+	// the session or connection that holds it.
 	Extend(ctx context.Context, ttl time.Duration) error
 
 	// Release gives the lock up. It is owner-checked and atomic: when the lock

@@ -34,6 +34,11 @@ var containerBackends = []containerBackend{
 	{"redis", testserver.StartRedis, func(a string) string { return "redis://" + a + "/0" }, benchtargets.Redis},
 	{"memcached", func(ctx context.Context) (*testserver.Server, error) { return testserver.StartMemcached(ctx) },
 		func(a string) string { return "memcache://" + a }, benchtargets.Memcached},
+	{"postgres", testserver.StartPostgres, testserver.PostgresURL, postgresTarget},
+}
+
+func postgresTarget(url string) (benchkit.Target, func(), error) {
+	return benchtargets.Postgres(context.Background(), url)
 }
 
 // targetFor makes a target for an existing server's URL.
@@ -43,6 +48,8 @@ func targetFor(rawURL string) (benchkit.Target, func(), error) {
 		return benchtargets.Redis(rawURL)
 	case "memcache", "memcached":
 		return benchtargets.Memcached(rawURL)
+	case "postgres", "postgresql":
+		return postgresTarget(rawURL)
 	}
 	return benchtargets.Open(scheme(rawURL), rawURL), func() {}, nil
 }

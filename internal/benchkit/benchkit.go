@@ -33,6 +33,9 @@ type Target struct {
 	// MinTTL is the backend's shortest TTL; measurements that choose a TTL
 	// use at least this. Zero: the core's minimum.
 	MinTTL time.Duration
+	// MaxHeld caps the locks one client holds in the held-locks measurement,
+	// for backends that spend a connection per held lock. Zero: no cap.
+	MaxHeld int
 }
 
 // Latency summarises a set of durations.

@@ -30,6 +30,9 @@ type ManyHeld struct {
 // trips, CPU, heap and goroutines.
 func MeasureManyHeld(ctx context.Context, t Target, n int, ttl time.Duration, periods int) (ManyHeld, error) {
 	ttl = max(ttl, t.MinTTL)
+	if t.MaxHeld > 0 {
+		n = min(n, t.MaxHeld)
+	}
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.WithoutCancel(ctx))

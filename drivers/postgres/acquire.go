@@ -1,0 +1,331 @@
+package postgres
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// TryAcquire takes the lock in one statement, without waiting: see
+// "Capabilities" in the package documentation.
+func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	return d.acquire(ctx, req, false)
+}
+
+// Acquire waits for the lock in PostgreSQL's own queue (pg_advisory_lock):
+// see "Capabilities" in the package documentation. When ctx ends, it cancels
+// the wait with a cancel request, keeps the connection, and gives back a
+// grant that raced with the cancellation before returning ctx's error.
+func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	return d.acquire(ctx, req, true)
+}
+
+// outcome of one acquisition statement that did not fail.
+type outcome uint8
+
+const (
+	granted outcome = iota
+	locked          // the lock is held by someone else
+	blocked         // the lock itself was free, but an owner group stands in the way
+)
+
+func (d *Driver) acquire(ctx context.Context, req driver.Request, wait bool) (driver.Lease, error) {
+	if err := d.enter(ctx); err != nil {
+		return nil, err
+	}
+	k := keysOf(req.Key, req.Owner, req.Mode == driver.Shared)
+	var b backoff
+	for {
+		l, out, err := d.attempt(ctx, req, k, wait)
+		if err != nil {
+			return nil, d.opErr(ctx, err)
+		}
+		if out == granted {
+			return l, nil
+		}
+		// A plain wait in the queue only ends with a grant; what is left
+		// is an owner group in the way, or an owner request, neither of
+		// which waits in the queue (see "Capabilities" in the package
+		// documentation): poll.
+		if !wait {
+			return nil, driver.ErrLocked
+		}
+		if err := b.sleep(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// attempt makes one acquisition statement on a session of its own, retrying
+// on another session when an idle one turns out to have died meanwhile.
+func (d *Driver) attempt(ctx context.Context, req driver.Request, k lockKeys, wait bool) (*lease, outcome, error) {
+	for {
+		s, err := d.sessions.get(ctx, wait)
+		if err != nil {
+			return nil, 0, err
+		}
+		started := time.Now()
+		res, cancelled, err := d.run(ctx, s, req, k, wait)
+		if err != nil {
+			if !cancelled && ctx.Err() == nil && s.reused && !isServerError(err) && !errors.Is(err, ErrSessionChanged) {
+				// The idle connection had died (a server restart, an
+				// administrator, a network failure): its session, and
+				// anything the statement did in it, is gone. Try the next.
+				d.sessions.drop(s)
+				continue
+			}
+			d.undo(s)
+			return nil, 0, err
+		}
+		if !res.ok || res.pid != s.pid {
+			// The statement acted on no lock (its marker check failed),
+			// or on a session that is not ours: drop the connection,
+			// which ends that session if it is ours after all.
+			d.sessions.drop(s)
+			if !res.ok {
+				return nil, 0, sessionChanged("a statement reached a server session that is not the driver's (backend %d, the driver set up %d)", res.pid, s.pid)
+			}
+			return nil, 0, sessionChanged("the backend process changed from %d to %d", s.pid, res.pid)
+		}
+		if cancelled {
+			// ctx ended while the statement ran: whatever it got is
+			// given back before the caller hears of the cancellation.
+			if res.held {
+				d.racedGrants.Add(1)
+			}
+			d.undo(s)
+			return nil, 0, ctx.Err()
+		}
+		if !res.held {
+			d.sessions.put(s)
+			if res.got {
+				return nil, blocked, nil
+			}
+			return nil, locked, nil
+		}
+		validity := req.TTL + min(res.waited, time.Since(started))
+		return d.newLease(s, req, k, res.token, validity, started), granted, nil
+	}
+}
+
+// result is what an acquisition statement reports.
+type result struct {
+	ok, got, held bool
+	token         uint64
+	waited        time.Duration // from the statement's arrival to the grant
+	pid           uint32
+}
+
+// run executes the acquisition statement of req on s.
+func (d *Driver) run(ctx context.Context, s *session, req driver.Request, k lockKeys, wait bool) (result, bool, error) {
+	idle := idleParam(s, req.TTL)
+	if req.Owner != "" {
+		return d.runOwner(ctx, s, req, k, idle)
+	}
+	var (
+		st     statement
+		params [][]byte
+		oids   []uint32
+	)
+	switch {
+	case req.Mode == driver.Shared:
+		st = d.stmts.tryShared
+		if wait {
+			st = d.stmts.lockShared
+		}
+		params = [][]byte{int8Bytes(k.main), int8Bytes(k.ownerGroups), []byte(s.marker), []byte(idle)}
+		oids = []uint32{oidInt8, oidInt8, oidText, oidText}
+	default:
+		st = d.stmts.tryExclusive
+		if wait {
+			st = d.stmts.lockExclusive
+		}
+		params = [][]byte{int8Bytes(k.main), int8Bytes(k.ownerGroups), int8Bytes(k.sharedOwner), []byte(s.marker), []byte(idle)}
+		oids = []uint32{oidInt8, oidInt8, oidInt8, oidText, oidText}
+	}
+	p := finishShort
+	if wait {
+		p = cancelWait
+	}
+	var row [][]byte
+	cancelled, err := s.interruptible(ctx, p, func() error {
+		var err error
+		row, err = s.query(st, oids, params...)
+		return err
+	})
+	if err != nil {
+		return result{}, cancelled, err
+	}
+	res, err := decodeAcquire(row)
+	return res, cancelled, err
+}
+
+// runOwner executes the owner statement of req on s (see owner.go).
+func (d *Driver) runOwner(ctx context.Context, s *session, req driver.Request, k lockKeys, idle string) (result, bool, error) {
+	var row []string
+	cancelled, err := s.interruptible(ctx, finishShort, func() error {
+		var err error
+		row, err = s.simple(context.Background(), d.ownerAcquireSQL(s, req, k, idle))
+		return err
+	})
+	if err != nil {
+		return result{}, cancelled, err
+	}
+	if len(row) != 1 {
+		return result{}, cancelled, fmt.Errorf("postgres: owner statement returned %d columns, want 1", len(row))
+	}
+	f := strings.Fields(row[0])
+	pid := func(s string) uint32 {
+		v, _ := strconv.ParseUint(s, 10, 32)
+		return uint32(v)
+	}
+	switch {
+	case len(f) == 3 && f[0] == "held":
+		tok, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			return result{}, cancelled, fmt.Errorf("postgres: owner statement returned token %q", f[1])
+		}
+		return result{ok: true, got: true, held: true, token: tok, pid: pid(f[2])}, cancelled, nil
+	case len(f) == 2 && f[0] == "locked":
+		return result{ok: true, pid: pid(f[1])}, cancelled, nil
+	case len(f) == 2 && f[0] == "session":
+		return result{pid: pid(f[1])}, cancelled, nil
+	}
+	return result{}, cancelled, fmt.Errorf("postgres: owner statement returned %q", row[0])
+}
+
+// undo gives back whatever an acquisition statement whose outcome is not
+// wanted may have taken (a session-level lock survives the failure of the
+// statement that took it), and keeps the connection when that works.
+func (d *Driver) undo(s *session) {
+	if !s.healthy() {
+		d.sessions.drop(s)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
+	defer cancel()
+	for range 3 {
+		err := releaseSession(ctx, d, s, finishShort)
+		switch {
+		case err == nil:
+			d.sessions.put(s)
+			return
+		case isCode(err, "57014") && s.healthy():
+			// A cancel request that was meant for the acquisition
+			// reached the server late and cancelled this instead.
+			continue
+		}
+		break
+	}
+	d.sessions.drop(s)
+}
+
+// releaseSession runs the release statement on s: it ends every
+// session-level advisory lock of the session and restores its
+// idle_session_timeout.
+func releaseSession(ctx context.Context, d *Driver, s *session, p policy) error {
+	var row [][]byte
+	_, err := s.interruptible(ctx, p, func() error {
+		var err error
+		row, err = s.query(d.stmts.release, []uint32{oidText, oidText}, []byte(s.marker), []byte(s.idle))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(row) == 0 || !decodeBool(row[0]) {
+		return sessionChanged("the release statement reached a server session that is not the driver's")
+	}
+	return nil
+}
+
+// idleParam is the idle_session_timeout that makes the server end s's
+// session when the lease is not renewed within ttl: ttl rounded up to whole
+// milliseconds, so that the server never ends it early; "0" (no timeout)
+// beyond what the setting can hold (24.8 days), where the client-side expiry
+// alone ends the session; "" on servers without the setting.
+func idleParam(s *session, ttl time.Duration) string {
+	if s.idle == "" {
+		return ""
+	}
+	ms := (ttl + time.Millisecond - 1) / time.Millisecond
+	if ms > math.MaxInt32 {
+		return "0"
+	}
+	return strconv.FormatInt(int64(ms), 10)
+}
+
+func int8Bytes(v int64) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(v))
+}
+
+func decodeBool(b []byte) bool { return len(b) == 1 && b[0] == 1 }
+
+func decodeInt8(b []byte) (int64, bool) {
+	if len(b) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(b)), true
+}
+
+func decodeInt4(b []byte) (int32, bool) {
+	if len(b) != 4 {
+		return 0, false
+	}
+	return int32(binary.BigEndian.Uint32(b)), true
+}
+
+// decodeAcquire reads the row of an acquire statement (see acquireSQL).
+func decodeAcquire(row [][]byte) (result, error) {
+	if len(row) != 9 {
+		return result{}, fmt.Errorf("postgres: acquire statement returned %d columns, want 9", len(row))
+	}
+	res := result{ok: decodeBool(row[0]), got: decodeBool(row[1]), held: decodeBool(row[2])}
+	if pid, ok := decodeInt4(row[8]); ok {
+		res.pid = uint32(pid)
+	}
+	if res.held {
+		tok, ok := decodeInt8(row[4])
+		if !ok || tok <= 0 {
+			return result{}, fmt.Errorf("postgres: acquire statement returned no valid token")
+		}
+		res.token = uint64(tok)
+	}
+	// timestamptz in binary: microseconds since 2000-01-01, as int8. Only
+	// their difference matters.
+	arrived, ok1 := decodeInt8(row[6])
+	granted, ok2 := decodeInt8(row[7])
+	if ok1 && ok2 && granted > arrived {
+		res.waited = time.Duration(granted-arrived) * time.Microsecond
+	}
+	return res, nil
+}
+
+// backoff spaces the polls of a blocking acquisition that cannot wait in
+// PostgreSQL's queue: jittered, from 2 ms doubling up to 250 ms.
+type backoff struct{ next time.Duration }
+
+func (b *backoff) sleep(ctx context.Context) error {
+	const first, limit = 2 * time.Millisecond, 250 * time.Millisecond
+	if b.next == 0 {
+		b.next = first
+	}
+	d := b.next/2 + rand.N(b.next/2+1)
+	b.next = min(2*b.next, limit)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

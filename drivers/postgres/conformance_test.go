@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// openURL makes a Driver the way dlock.Open does, from the test server's URL.
+func openURL(ctx context.Context, raw string) (driver.Driver, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx, u)
+}
+
+// holders returns the backend processes that hold the advisory key id.
+func holders(ctx context.Context, c *pgconn.PgConn, id int64) ([]string, error) {
+	sql := fmt.Sprintf(`SELECT pid::text FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+  AND classid::int8 = (%d::int8 >> 32) & 4294967295 AND objid::int8 = %d::int8 & 4294967295`, id, id)
+	results, err := c.Exec(ctx, sql).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	var pids []string
+	for _, r := range results {
+		for _, row := range r.Rows {
+			pids = append(pids, string(row[0]))
+		}
+	}
+	return pids, nil
+}
+
+// terminate ends the sessions that hold the advisory key id, and waits (up to
+// 5 s each) until they have exited: deleting an advisory lock behind its
+// holder's back means ending the holder's session.
+func terminate(ctx context.Context, c *pgconn.PgConn, id int64) error {
+	pids, err := holders(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	if len(pids) == 0 {
+		return fmt.Errorf("no session holds advisory key %d", id)
+	}
+	for _, pid := range pids {
+		if _, err := c.Exec(ctx, "SELECT pg_terminate_backend("+pid+", 5000)").ReadAll(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestConformance(t *testing.T) {
+	noLeaks(t)
+	server.Need(t)
+	var mu sync.Mutex
+	var strangers []*pgconn.PgConn
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range strangers {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = c.Close(ctx)
+			cancel()
+		}
+	})
+	h := conformance.Harness{
+		NewDriver: func(ctx context.Context) (driver.Driver, error) {
+			return openURL(ctx, server.URL)
+		},
+		TTL: time.Second,
+		Tamper: func(ctx context.Context, key string, overwrite bool) error {
+			admin, err := pgconn.Connect(ctx, server.URL)
+			if err != nil {
+				return err
+			}
+			defer admin.Close(context.WithoutCancel(ctx))
+			id := KeyID(key)
+			if err := terminate(ctx, admin, id); err != nil {
+				return err
+			}
+			if !overwrite {
+				return nil
+			}
+			// A stranger takes the lock and keeps it until the test ends.
+			c, err := pgconn.Connect(ctx, server.URL)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			strangers = append(strangers, c)
+			mu.Unlock()
+			_, err = c.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_lock(%d)", id)).ReadAll()
+			return err
+		},
+	}
+	if server.Faults() {
+		h.Faults = &conformance.Faults{
+			Pause:  server.Server.Pause,
+			Resume: server.Server.Unpause,
+			Restart: func(ctx context.Context) error {
+				if err := server.Server.Stop(ctx); err != nil {
+					return err
+				}
+				return server.Server.Start(ctx)
+			},
+		}
+	}
+	conformance.Run(t, h)
+}

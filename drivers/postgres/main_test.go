@@ -1,0 +1,80 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/goleak"
+
+	"github.com/dlock-go/dlock/internal/testserver"
+)
+
+// server is the PostgreSQL server of this package's tests: one container
+// started by TestMain, or the server DLOCK_TEST_POSTGRES_URL names.
+var server testserver.Target
+
+// TestMain starts one PostgreSQL container for the whole package (or uses
+// DLOCK_TEST_POSTGRES_URL) and terminates it after the tests. Without a
+// Docker engine the server tests skip, saying why, unless
+// DLOCK_REQUIRE_CONTAINERS=1 makes that a failure.
+func TestMain(m *testing.M) { testserver.Main(m, testserver.PostgresTarget, &server) }
+
+// testKey returns a key no other test (or earlier run against an external
+// server) uses.
+func testKey(tb testing.TB) string {
+	return "test/" + tb.Name() + "/" + rand.Text()[:8]
+}
+
+// ctxFor returns a context bounded for one test step.
+func ctxFor(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// newTestDriver returns a Driver over the test server that dials its own
+// connections, closed when tb ends.
+func newTestDriver(tb testing.TB, opts ...Option) *Driver {
+	tb.Helper()
+	server.Need(tb)
+	cfg, err := pgconn.ParseConfig(server.URL)
+	if err != nil {
+		tb.Fatalf("ParseConfig: %v", err)
+	}
+	d, err := NewFromConfig(cfg, opts...)
+	if err != nil {
+		tb.Fatalf("NewFromConfig: %v", err)
+	}
+	tb.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// rawConn returns a plain connection to the test server, closed when tb
+// ends: a stranger to the driver.
+func rawConn(tb testing.TB) *pgconn.PgConn {
+	tb.Helper()
+	server.Need(tb)
+	c, err := pgconn.Connect(ctxFor(tb), server.URL)
+	if err != nil {
+		tb.Fatalf("connect: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	return c
+}
+
+// noLeaks fails tb if goroutines it started outlive it: the Driver's
+// watches, dials and cancel requests must all end with the Drivers closed in
+// tb's cleanups. Call it first, so that its check runs after every other
+// cleanup.
+func noLeaks(tb testing.TB) {
+	tb.Helper()
+	opt := goleak.IgnoreCurrent()
+	tb.Cleanup(func() { goleak.VerifyNone(tb, opt) })
+}

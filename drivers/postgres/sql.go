@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The SQL the driver runs. Every statement that acts on a session first
+// checks the session's marker (the custom setting dlock.session, which the
+// driver sets to a random value of its own when it takes the connection), so
+// that nothing is ever locked or unlocked on a server session that is not the
+// one the driver set up (see ErrSessionChanged).
+//
+// PostgreSQL does not promise an order of evaluation inside one target list
+// or boolean expression, and may fold "f() AND false" without calling f. The
+// acquire statements therefore chain subqueries with OFFSET 0 (which the
+// planner neither flattens nor reorders): each level is computed from the
+// one inside it, and every side effect sits in a CASE branch, which is only
+// evaluated when its condition holds. Each level's columns are also read by
+// the outer query, so that none is dropped as unused.
+
+// statement is one prepared statement: its name on every connection, and its
+// text.
+type statement struct {
+	name string
+	sql  string
+}
+
+// Parameter and result type OIDs.
+const (
+	oidInt8 = 20
+	oidText = 25
+)
+
+// The acquire statements take, in order: the lock key, the derived keys to
+// probe (none, one or two), the session marker, and the idle_session_timeout
+// to set when the lock is granted ("" to leave it). They return one row:
+//
+//	ok      bool  the session is the driver's (the marker matches)
+//	got     bool  the lock itself was granted
+//	held    bool  granted, and no owner group stood in the way
+//	undone  text  non-NULL when the lock was granted but given back at once
+//	token   int8  the fencing token, when held
+//	idle    text  the setting applied, when held
+//	arrived timestamptz  when the statement arrived (statement_timestamp)
+//	granted timestamptz  when the lock was granted (clock_timestamp after it)
+//	pid     int4         the backend process
+func acquireSQL(lockFn, unlockFn string, probes []string, nprobes int, fence string) string {
+	marker := fmt.Sprintf("$%d", 2+nprobes)
+	idle := fmt.Sprintf("$%d", 3+nprobes)
+	free := "true"
+	if len(probes) > 0 {
+		free = strings.Join(probes, " AND ")
+	}
+	return `SELECT r.ok, r.got, r.held, r.undone,
+  CASE WHEN r.held THEN nextval('` + fence + `') END AS token,
+  CASE WHEN r.held AND ` + idle + `::text <> '' THEN set_config('idle_session_timeout', ` + idle + `::text, false) END AS idle,
+  statement_timestamp() AS arrived, clock_timestamp() AS granted,
+  pg_backend_pid() AS pid
+FROM (SELECT p.ok, p.got, p.got AND p.free AS held,
+    CASE WHEN p.got AND NOT p.free THEN ` + unlockFn + `($1)::text END AS undone
+  FROM (SELECT l.ok, l.got, CASE WHEN l.got THEN ` + free + ` ELSE false END AS free
+    FROM (SELECT c.ok, CASE WHEN c.ok THEN ` + lockFn + ` ELSE false END AS got
+      FROM (SELECT current_setting('dlock.session', true) IS NOT DISTINCT FROM ` + marker + `::text AS ok OFFSET 0) c
+      OFFSET 0) l
+    OFFSET 0) p
+  OFFSET 0) r`
+}
+
+// statements are the prepared statements of one Driver: their texts name
+// the Driver's schema.
+type statements struct {
+	tryExclusive, lockExclusive statement
+	tryShared, lockShared       statement
+	release                     statement
+	heartbeat                   statement
+}
+
+func newStatements(o options) statements {
+	fence := strings.ReplaceAll(o.qualified(fenceName), "'", "''")
+	// A plain exclusive lock must find no owner group of either kind; a
+	// plain shared lock, no exclusive owner group. The probes take the
+	// derived keys exclusively for the rest of the statement only: they
+	// fail while any member of such a group holds its shared lock.
+	exclProbes := []string{"pg_try_advisory_xact_lock($2)", "pg_try_advisory_xact_lock($3)"}
+	sharedProbes := []string{"pg_try_advisory_xact_lock($2)"}
+	// pg_advisory_lock returns void; its text form is the empty string, so
+	// "::text = ''" turns the wait into a boolean that is true once granted.
+	return statements{
+		tryExclusive:  statement{"dlock_try_exclusive", acquireSQL("pg_try_advisory_lock($1)", "pg_advisory_unlock", exclProbes, 2, fence)},
+		lockExclusive: statement{"dlock_lock_exclusive", acquireSQL("pg_advisory_lock($1)::text = ''", "pg_advisory_unlock", exclProbes, 2, fence)},
+		tryShared:     statement{"dlock_try_shared", acquireSQL("pg_try_advisory_lock_shared($1)", "pg_advisory_unlock_shared", sharedProbes, 1, fence)},
+		lockShared:    statement{"dlock_lock_shared", acquireSQL("pg_advisory_lock_shared($1)::text = ''", "pg_advisory_unlock_shared", sharedProbes, 1, fence)},
+		// Release ends every session-level advisory lock of the session:
+		// the connection is the lease's alone, so those are exactly the
+		// lease's locks. It then restores the session's own
+		// idle_session_timeout ($2, "" to leave it).
+		release: statement{"dlock_release", `SELECT c.ok,
+  CASE WHEN c.ok THEN pg_advisory_unlock_all()::text END AS unlocked,
+  CASE WHEN c.ok AND $2::text <> '' THEN set_config('idle_session_timeout', $2::text, false) END AS idle
+FROM (SELECT current_setting('dlock.session', true) IS NOT DISTINCT FROM $1::text AS ok OFFSET 0) c`},
+		// The heartbeat confirms that the session is the driver's, that it
+		// still holds the advisory key $2 (high and low 32 bits compared as
+		// pg_locks shows them), and restarts the server's idle timer with
+		// the new TTL ($3, "" to leave it).
+		heartbeat: statement{"dlock_heartbeat", `SELECT c.ok, pg_backend_pid() AS pid,
+  CASE WHEN c.ok THEN EXISTS (SELECT 1 FROM pg_catalog.pg_locks
+    WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objsubid = 1 AND granted
+      AND classid::int8 = ($2::int8 >> 32) & 4294967295 AND objid::int8 = $2::int8 & 4294967295) END AS held,
+  CASE WHEN c.ok AND $3::text <> '' THEN set_config('idle_session_timeout', $3::text, false) END AS idle
+FROM (SELECT current_setting('dlock.session', true) IS NOT DISTINCT FROM $1::text AS ok OFFSET 0) c`},
+	}
+}
+
+// Names of the driver's database objects (see "Migration").
+const (
+	fenceName = "dlock_fence"
+	groupName = "dlock_owner_groups"
+)

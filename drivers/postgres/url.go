@@ -1,0 +1,173 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// The URL schemes this package registers with dlock.Open. Both mean the
+// same; pgx parses the rest of the URL.
+const (
+	Scheme    = "postgres"
+	SchemeAlt = "postgresql"
+)
+
+// The query parameters the driver takes for itself; pgx takes the others
+// (and passes those it does not know to the server as settings).
+const (
+	paramMaxConns    = "dlock_max_conns"
+	paramMaxIdleTime = "dlock_max_idle_time"
+	paramSchema      = "dlock_schema"
+)
+
+// TCP keep-alive of the connections the driver dials itself: a server that
+// vanished without closing the connection is noticed by a waiting Lock (and
+// by a held lock between heartbeats) within about 10 + 3 × 5 = 25 s.
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3}
+
+func init() {
+	dlock.Register(Scheme, open)
+	dlock.Register(SchemeAlt, open)
+}
+
+// open is the dlock.OpenFunc of both schemes: it makes a Driver that dials
+// its own connections, and connects once, so that a wrong address, password
+// or database, or missing privileges for the migration, fail here.
+func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
+	cfg, opts, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	d, err := newDriver(func(ctx context.Context) (*pgconn.PgConn, error) {
+		return pgconn.ConnectConfig(ctx, cfg)
+	}, opts)
+	if err != nil {
+		return nil, err
+	}
+	s, err := d.sessions.get(ctx, true)
+	if err != nil {
+		_ = d.Close()
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		return nil, fmt.Errorf("postgres: %s: %w", displayURL(u), redact(u, err))
+	}
+	d.sessions.put(s)
+	return d, nil
+}
+
+// redactedError is an error whose message had the password taken out; it
+// still unwraps to the original, for errors.Is and errors.As.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redact returns err with every occurrence of u's password in its message
+// replaced, in case a library quotes the connection string.
+func redact(u *url.URL, err error) error {
+	p, ok := u.User.Password()
+	if !ok || p == "" || !strings.Contains(err.Error(), p) {
+		return err
+	}
+	return &redactedError{msg: strings.ReplaceAll(err.Error(), p, "xxxxx"), err: err}
+}
+
+// parseURL checks u and turns it into a pgconn config and the driver's own
+// options. Its errors wrap dlock.ErrInvalidURL and never contain the
+// password.
+func parseURL(u *url.URL) (*pgconn.Config, []Option, error) {
+	bad := func(format string, args ...any) (*pgconn.Config, []Option, error) {
+		msg := fmt.Sprintf(format, args...)
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+		return nil, nil, fmt.Errorf("%w: %s: %s", dlock.ErrInvalidURL, displayURL(u), msg)
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != Scheme && scheme != SchemeAlt {
+		return bad("scheme %q: want %s:// or %s://", u.Scheme, Scheme, SchemeAlt)
+	}
+	if u.Opaque != "" {
+		return bad("want %s://[user[:password]@][host][:port][/database][?param=value&...]", scheme)
+	}
+	q := u.Query()
+	var opts []Option
+	one := func(name string) (string, bool, error) {
+		vs, ok := q[name]
+		if !ok {
+			return "", false, nil
+		}
+		q.Del(name)
+		if len(vs) != 1 {
+			return "", false, fmt.Errorf("%s given %d times", name, len(vs))
+		}
+		return vs[0], true, nil
+	}
+	if v, ok, err := one(paramMaxConns); err != nil {
+		return bad("%v", err)
+	} else if ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return bad("%s=%q: want a whole number of at least 1", paramMaxConns, v)
+		}
+		opts = append(opts, WithMaxConns(n))
+	}
+	if v, ok, err := one(paramMaxIdleTime); err != nil {
+		return bad("%v", err)
+	} else if ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return bad("%s=%q: want a positive duration such as 5m", paramMaxIdleTime, v)
+		}
+		opts = append(opts, WithMaxIdleTime(d))
+	}
+	if v, ok, err := one(paramSchema); err != nil {
+		return bad("%v", err)
+	} else if ok {
+		if v == "" {
+			return bad("%s is empty", paramSchema)
+		}
+		opts = append(opts, WithSchema(v))
+	}
+	rest := *u
+	rest.Scheme = scheme
+	rest.RawQuery = q.Encode()
+	cfg, err := pgconn.ParseConfig(rest.String())
+	if err != nil {
+		return bad("%v", err)
+	}
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = "dlock"
+	}
+	dialer := &net.Dialer{KeepAliveConfig: keepAlive}
+	cfg.DialFunc = dialer.DialContext
+	return cfg, opts, nil
+}
+
+// displayURL is u for error messages: password redacted, and the query and
+// fragment left out, since a secret there would not be redacted.
+func displayURL(u *url.URL) string {
+	if u.Opaque != "" {
+		return u.Scheme + ":..."
+	}
+	v := *u
+	v.RawQuery = ""
+	v.ForceQuery = false
+	v.Fragment = ""
+	v.RawFragment = ""
+	return v.Redacted()
+}
