@@ -89,7 +89,7 @@ func testTryLockHeld(t *T, e *env) {
 	la := lock(t, ma)
 	start := time.Now()
 	expectLocked(t, mb, "another client holds the lock")
-	if took := time.Since(start); took > slack {
+	if took := time.Since(start); took > e.slack {
 		t.Errorf("TryLock on a held lock took %v, want an immediate answer", took)
 	}
 	if err := la.Extend(t.Context()); err != nil {
@@ -202,7 +202,7 @@ func testWaitersServedInOrder(t *T, e *env) {
 			errs <- l.Unlock(t.Context())
 		}()
 		// Start the next waiter only once this one is in line.
-		waitFor(t, slack, "the waiter to queue", func() bool { return c.Waiters(key) == i+1 })
+		waitFor(t, e.slack, "the waiter to queue", func() bool { return c.Waiters(key) == i+1 })
 	}
 	unlock(t, l)
 	for range waiters {

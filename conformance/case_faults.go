@@ -41,11 +41,11 @@ func testBackendPaused(t *T, e *env) {
 		t.Fatalf("Pause: %v", err)
 	}
 	paused := time.Now()
-	within(t, la.Done(), time.Until(deadline)+slack, "the lost signal while the backend is paused")
+	within(t, la.Done(), time.Until(deadline)+e.slack, "the lost signal while the backend is paused")
 	time.Sleep(time.Until(paused.Add(2 * e.ttl))) // the length of the fault
 	resume()
 
-	ctx, cancel := contextWithTimeout(t, 2*e.ttl+slack)
+	ctx, cancel := contextWithTimeout(t, 2*e.ttl+e.slack)
 	defer cancel()
 	lb, err := mb.Lock(ctx)
 	if err != nil {
@@ -71,12 +71,12 @@ func testBackendRestarted(t *T, e *env) {
 	// within a TTL that it lost it.
 	select {
 	case <-la.Done():
-	case <-time.After(e.ttl + slack):
+	case <-time.After(e.ttl + e.slack):
 		if err := la.Extend(t.Context()); err == nil {
 			unlock(t, la)
 		}
 	}
-	ctx, cancel := contextWithTimeout(t, 2*e.ttl+slack)
+	ctx, cancel := contextWithTimeout(t, 2*e.ttl+e.slack)
 	defer cancel()
 	lb, err := mb.Lock(ctx)
 	if err != nil {

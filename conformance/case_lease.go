@@ -45,14 +45,14 @@ func testManualExtend(t *T, e *env) {
 	if !second.After(first) {
 		t.Errorf("Extend did not move the deadline: %v then %v", first, second)
 	}
-	within(t, la.Done(), time.Until(second)+slack, "the lost signal of a lease left to lapse")
+	within(t, la.Done(), time.Until(second)+e.slack, "the lost signal of a lease left to lapse")
 	if early := time.Until(second); early > 5*time.Millisecond {
 		t.Errorf("the lost signal fired %v before the deadline", early)
 	}
 	if err := la.Err(); !errors.Is(err, dlock.ErrLockLost) {
 		t.Errorf("Err of a lapsed lease: got %v, want ErrLockLost", err)
 	}
-	ctx, cancel := contextWithTimeout(t, e.ttl+slack)
+	ctx, cancel := contextWithTimeout(t, e.ttl+e.slack)
 	defer cancel()
 	lb, err := mb.Lock(ctx)
 	if err != nil {
@@ -71,7 +71,7 @@ func testLostOnDelete(t *T, e *env) {
 	if err := e.h.Tamper(t.Context(), key, false); err != nil {
 		t.Fatalf("Tamper: %v", err)
 	}
-	within(t, la.Done(), e.ttl+slack, "the lost signal after the lock was deleted")
+	within(t, la.Done(), e.ttl+e.slack, "the lost signal after the lock was deleted")
 	if err := la.Err(); !errors.Is(err, dlock.ErrLockLost) {
 		t.Errorf("Err: got %v, want ErrLockLost", err)
 	}
@@ -89,7 +89,7 @@ func testLostOnOverwrite(t *T, e *env) {
 	if err := e.h.Tamper(t.Context(), key, true); err != nil {
 		t.Fatalf("Tamper: %v", err)
 	}
-	within(t, la.Done(), e.ttl+slack, "the lost signal after the lock was taken over")
+	within(t, la.Done(), e.ttl+e.slack, "the lost signal after the lock was taken over")
 	if err := la.Err(); !errors.Is(err, dlock.ErrLockLost) {
 		t.Errorf("Err: got %v, want ErrLockLost", err)
 	}
@@ -106,7 +106,7 @@ func testRenewalBlocked(t *T, e *env) {
 	la := lock(t, ma)
 	acquired := time.Now()
 	deadline := la.Deadline()
-	waitFor(t, time.Until(deadline)+slack, "Uncertain reporting the hung renewal", func() bool {
+	waitFor(t, time.Until(deadline)+e.slack, "Uncertain reporting the hung renewal", func() bool {
 		select {
 		case <-la.Done():
 			t.Fatalf("the lease was lost (%v) without first being reported uncertain", la.Err())
@@ -114,11 +114,11 @@ func testRenewalBlocked(t *T, e *env) {
 		}
 		return la.Uncertain() != nil
 	})
-	within(t, la.Done(), time.Until(deadline)+slack, "the lost signal while renewal is blocked")
-	if late := time.Since(deadline); late > slack {
+	within(t, la.Done(), time.Until(deadline)+e.slack, "the lost signal while renewal is blocked")
+	if late := time.Since(deadline); late > e.slack {
 		t.Errorf("the lost signal fired %v after the validity deadline", late)
 	}
-	ctx, cancel := contextWithTimeout(t, time.Until(acquired.Add(e.ttl+slack)))
+	ctx, cancel := contextWithTimeout(t, time.Until(acquired.Add(e.ttl+e.slack)))
 	defer cancel()
 	lb, err := mb.Lock(ctx)
 	if err != nil {
@@ -167,7 +167,7 @@ func testRenewalFailureIsolated(t *T, e *env) {
 	if err := e.h.Tamper(t.Context(), keys[victim], false); err != nil {
 		t.Fatalf("Tamper: %v", err)
 	}
-	within(t, leases[victim].Done(), e.ttl+slack, "the lost signal of the tampered lease")
+	within(t, leases[victim].Done(), e.ttl+e.slack, "the lost signal of the tampered lease")
 	// Two more renewal rounds, and every other lease must still be held.
 	time.Sleep(e.ttl * 2 / 3)
 	for i, l := range leases {

@@ -32,7 +32,7 @@ func testCancelledWait(t *T, e *env) {
 	if err != context.DeadlineExceeded {
 		t.Errorf("Lock past its deadline: got %v, want exactly context.DeadlineExceeded", err)
 	}
-	if took := time.Since(start); took > wait+slack {
+	if took := time.Since(start); took > wait+e.slack {
 		t.Errorf("Lock returned %v after its deadline, want promptly", took-wait)
 	}
 
@@ -64,7 +64,7 @@ func testFencingTokens(t *T, e *env) {
 	take(ma, true) // then a release
 	take(mb, true) // on another client
 	l := take(lapsing, false)
-	within(t, l.Done(), time.Until(l.Deadline())+slack, "the lapse of a lease without renewal")
+	within(t, l.Done(), time.Until(l.Deadline())+e.slack, "the lapse of a lease without renewal")
 	take(mb, true) // after an expiry
 	take(ma, true) // and again
 	if tokens[0] == 0 {
@@ -104,10 +104,10 @@ func testUseAfterClose(t *T, e *env) {
 		if !errors.Is(err, dlock.ErrClosed) {
 			t.Errorf("a Lock blocked during Close: got %v, want ErrClosed", err)
 		}
-	case <-time.After(slack):
-		t.Errorf("a Lock blocked during Close did not return within %v", slack)
+	case <-time.After(e.slack):
+		t.Errorf("a Lock blocked during Close did not return within %v", e.slack)
 	}
-	within(t, held.Done(), slack, "a held lease ending at Close")
+	within(t, held.Done(), e.slack, "a held lease ending at Close")
 	if err := held.Err(); !errors.Is(err, dlock.ErrClosed) {
 		t.Errorf("Err of a lease ended by Close: got %v, want ErrClosed", err)
 	}
@@ -163,7 +163,7 @@ func testBadKeys(t *T, e *env) {
 			t.Errorf("Mutex(%q): got %v, want a mutex or ErrInvalidKey", k, err)
 			continue
 		}
-		ctx, cancel := contextWithTimeout(t, e.ttl+slack) // a previous run may hold it
+		ctx, cancel := contextWithTimeout(t, e.ttl+e.slack) // a previous run may hold it
 		l, err := m.Lock(ctx)
 		cancel()
 		if err != nil {

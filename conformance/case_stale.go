@@ -12,7 +12,7 @@ import (
 // the previous holder's lease expire.
 func (e *env) takeOver(t *T, d driver.Driver, key string) driver.Lease {
 	var l driver.Lease
-	waitFor(t, 2*e.ttl+slack, "the stale lease to expire on the backend", func() bool {
+	waitFor(t, 2*e.ttl+e.slack, "the stale lease to expire on the backend", func() bool {
 		var err error
 		l, err = d.TryAcquire(t.Context(), e.request(key, e.ttl))
 		if err != nil && !errors.Is(err, driver.ErrLocked) {
@@ -56,7 +56,7 @@ func testStaleUnlock(t *T, e *env) {
 	ma := e.mutex(t, e.client(t), key, dlock.WithoutRenewal())
 	mb, mc := e.mutex(t, e.client(t), key), e.mutex(t, e.client(t), key)
 	l := lock(t, ma)
-	within(t, l.Done(), time.Until(l.Deadline())+slack, "the lost signal of a lease without renewal")
+	within(t, l.Done(), time.Until(l.Deadline())+e.slack, "the lost signal of a lease without renewal")
 	lbc := lock(t, mb)
 	if err := l.Unlock(t.Context()); !errors.Is(err, dlock.ErrLockLost) {
 		t.Errorf("Unlock of a lost lease: got %v, want ErrLockLost", err)
@@ -135,7 +135,7 @@ func testReleaseRacingExpiry(t *T, e *env) {
 		var lb driver.Lease
 		select {
 		case lb = <-got:
-		case <-time.After(2*e.ttl + slack):
+		case <-time.After(2*e.ttl + e.slack):
 			close(stop)
 			t.Fatalf("the contender never got the lock (lead %v)", lead)
 		}
@@ -160,7 +160,7 @@ func testExpiryAfterHolderVanishes(t *T, e *env) {
 	_ = da.Close() // the holder vanishes: its connection ends, nothing is released
 
 	mb := e.mutex(t, e.client(t), key)
-	ctx, cancel := contextWithTimeout(t, time.Until(acquired.Add(e.ttl+slack)))
+	ctx, cancel := contextWithTimeout(t, time.Until(acquired.Add(e.ttl+e.slack)))
 	defer cancel()
 	lb, err := mb.Lock(ctx)
 	if err != nil {
@@ -173,6 +173,6 @@ func testExpiryAfterHolderVanishes(t *T, e *env) {
 			t.Errorf("the lock was granted again before the vanished holder's validity deadline, and the holder was not told")
 		}
 	}
-	within(t, la.Done(), time.Until(deadline)+slack, "the vanished holder's lost signal")
+	within(t, la.Done(), time.Until(deadline)+e.slack, "the vanished holder's lost signal")
 	unlock(t, lb)
 }

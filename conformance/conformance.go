@@ -47,6 +47,11 @@ type Harness struct {
 	// coarse expiry (whole seconds) needs more. Cases last a few TTLs.
 	TTL time.Duration
 
+	// ExpiryLag is how late the backend may free an expired lock, beyond its
+	// TTL: members that expire leases in whole-second batches need about a
+	// second. It widens the suite's timing bounds. Default 0.
+	ExpiryLag time.Duration
+
 	// Tamper, when set, removes the lock on key (overwrite false) or gives it
 	// to a stranger (overwrite true) behind its holders' backs, as an
 	// operator or a buggy client would. It enables the lost-signal cases.

@@ -18,15 +18,17 @@ type env struct {
 	ttl      time.Duration
 	features driver.Features
 	run      string // distinguishes this Run's keys from any other's
+	slack    time.Duration
 	keys     atomic.Uint64
 }
 
-// slack is added to every timing bound, so that a loaded machine running
-// with -race does not fail a correct driver.
-const slack = time.Second
+// baseSlack is added to every timing bound, so that a loaded machine
+// running with -race does not fail a correct driver; Harness.ExpiryLag adds
+// to it.
+const baseSlack = time.Second
 
 func newEnv(h Harness, probe driver.Driver) *env {
-	e := &env{h: h, ttl: h.TTL, run: rand.Text()[:8]}
+	e := &env{h: h, ttl: h.TTL, run: rand.Text()[:8], slack: baseSlack + h.ExpiryLag}
 	if f, ok := probe.(driver.Featurer); ok {
 		e.features = f.Features()
 	}
@@ -60,7 +62,7 @@ func (e *env) client(t *T, wrap ...func(driver.Driver) driver.Driver) *dlock.Cli
 		t.Fatalf("dlock.New: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), e.ttl+slack)
+		ctx, cancel := context.WithTimeout(context.Background(), e.ttl+e.slack)
 		defer cancel()
 		_ = c.Close(ctx)
 	})

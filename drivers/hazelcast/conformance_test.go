@@ -1,0 +1,66 @@
+package hazelcast
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hazelcast/hazelcast-go-client"
+
+	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// conformanceTTL is the TTL of the conformance run: a member ends leases in
+// whole seconds (see leaseGranularity), so the suite's 1 s default is below
+// MinTTL.
+const conformanceTTL = 3 * time.Second
+
+// TestConformance runs the shared suite against the real cluster, with its
+// fault hooks when the cluster is this package's container. Every case but
+// the reentrant and read-write ones applies.
+func TestConformance(t *testing.T) {
+	mapName := testMapName()
+	u := memberURL(t, mapName)
+	stranger := rawClient(t)
+	h := conformance.Harness{
+		NewDriver: func(ctx context.Context) (driver.Driver, error) {
+			return open(ctx, u)
+		},
+		TTL:       conformanceTTL,
+		ExpiryLag: 2 * time.Second, // members end leases in whole-second batches
+		// Tampering is what an operator with a client would do to the
+		// lock: force-unlock it, and perhaps take it for another owner.
+		Tamper: func(ctx context.Context, key string, overwrite bool) error {
+			m, err := stranger.GetMap(ctx, mapName)
+			if err != nil {
+				return err
+			}
+			if err := m.ForceUnlock(ctx, mapKey(key)); err != nil {
+				return err
+			}
+			if !overwrite {
+				return nil
+			}
+			ok, err := m.TryLockWithLease(hazelcast.NewLockContext(ctx), mapKey(key), time.Minute)
+			if err == nil && !ok {
+				err = errors.New("the stranger could not take the force-unlocked lock")
+			}
+			return err
+		},
+	}
+	if server.Faults() {
+		h.Faults = &conformance.Faults{
+			Pause:  server.Server.Pause,
+			Resume: server.Server.Unpause,
+			Restart: func(ctx context.Context) error {
+				if err := server.Server.Stop(ctx); err != nil {
+					return err
+				}
+				return server.Server.Start(ctx)
+			},
+		}
+	}
+	conformance.Run(t, h)
+}

@@ -1,0 +1,405 @@
+package hazelcast
+
+// Unit tests of the hold counting of lease.go and acquire.go, over the fake
+// member of fake_test.go (NOT a Hazelcast member: see there).
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+func TestGrantHoldsTwiceWithOwnLockOwner(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	d := newFakeDriver(t, f)
+	key := testKey(t)
+
+	l := mustAcquire(t, d, key)
+	o, n := f.holder(mapKey(key))
+	if o != l.owner || n != baseHolds {
+		t.Fatalf("member holds %q for %v %d times, want the lease's owner %d times", key, o, n, baseHolds)
+	}
+	if l.Token() == 0 {
+		t.Error("Token() = 0, want a fencing token")
+	}
+	if v := l.Validity(); v < validFor(testTTL) || v > validFor(testTTL)+time.Second {
+		t.Errorf("Validity() = %v, want the TTL less the member's granularity, %v", v, validFor(testTTL))
+	}
+	if err := l.Release(ctxFor(t)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if o, _ := f.holder(mapKey(key)); o != nil {
+		t.Fatal("the lock is still held after Release")
+	}
+
+	// A second acquisition, by the same Driver, has an owner of its own.
+	l2 := mustAcquire(t, d, key)
+	if l2.owner == l.owner {
+		t.Error("two acquisitions share a lock owner")
+	}
+	if l2.Token() <= l.Token() {
+		t.Errorf("tokens %d then %d, want increasing", l.Token(), l2.Token())
+	}
+}
+
+func TestTryAcquireHeldLeavesNothing(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	da, db := newFakeDriver(t, f), newFakeDriver(t, f)
+	key := testKey(t)
+	l := mustAcquire(t, da, key)
+	_, before := f.ops(0)
+
+	_, err := db.TryAcquire(ctxFor(t), request(key, testTTL))
+	if !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("TryAcquire of a held lock: %v, want ErrLocked", err)
+	}
+	// The fencing counter is read beside the tryLock, in either order.
+	if ops, _ := f.ops(before); len(ops) != 2 || !slices.Contains(ops, "tryLock") || !slices.Contains(ops, "fence") {
+		t.Errorf("a refused TryAcquire made calls %v, want a tryLock and a read of the counter", ops)
+	}
+	if o, n := f.holder(mapKey(key)); o != l.owner || n != baseHolds {
+		t.Errorf("the holder's lock changed: owner %v count %d", o, n)
+	}
+}
+
+func TestExtendResetsLeaseAndKeepsTwoHolds(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	d := newFakeDriver(t, f)
+	key := testKey(t)
+	l := mustAcquire(t, d, key)
+	_, before := f.ops(0)
+	first := f.expires(mapKey(key))
+
+	if err := l.Extend(ctxFor(t), 2*testTTL); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if ops, _ := f.ops(before); !slices.Equal(ops, []string{"tryLock", "unlock", "unlock", "tryLock"}) {
+		t.Errorf("Extend made calls %v, want tryLock, unlock, unlock, tryLock", ops)
+	}
+	if o, n := f.holder(mapKey(key)); o != l.owner || n != baseHolds {
+		t.Errorf("after Extend the member holds it for %v %d times, want the lease %d times", o, n, baseHolds)
+	}
+	if got := f.expires(mapKey(key)); !got.After(first.Add(testTTL / 2)) {
+		t.Errorf("Extend moved the lease's end by %v, want by about %v", got.Sub(first), testTTL)
+	}
+	if v := l.Validity(); v != validFor(2*testTTL) {
+		t.Errorf("Validity() after Extend = %v, want %v", v, validFor(2*testTTL))
+	}
+}
+
+// A lock that lapsed and that nobody took is granted afresh by a re-entry:
+// Extend must find that out, say ErrNotHeld, and leave the lock free.
+func TestExtendDoesNotResurrectALapsedLock(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	d := newFakeDriver(t, f)
+	key := testKey(t)
+	l := mustAcquire(t, d, key)
+
+	f.lapse(mapKey(key)) // the lease ran out, or an operator force-unlocked it
+	if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
+		t.Fatalf("Extend of a lapsed lock: %v, want ErrNotHeld", err)
+	}
+	if o, n := f.holder(mapKey(key)); o != nil {
+		t.Fatalf("Extend of a lapsed lock left it held %d times by %v, want it free", n, o)
+	}
+	if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("second Extend: %v, want ErrNotHeld", err)
+	}
+	if err := l.Release(ctxFor(t)); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("Release after a refused Extend: %v, want ErrNotHeld", err)
+	}
+}
+
+func TestStaleLeaseNeverTouchesTheNextHolder(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	d := newFakeDriver(t, f)
+	key := testKey(t)
+	l := mustAcquire(t, d, key)
+
+	f.lapse(mapKey(key))
+	next := f.stranger(mapKey(key), testTTL)
+	_, before := f.ops(0)
+	if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("stale Extend: %v, want ErrNotHeld", err)
+	}
+	if ops, _ := f.ops(before); !slices.Equal(ops, []string{"tryLock"}) {
+		t.Errorf("a stale Extend made calls %v, want one refused tryLock", ops)
+	}
+	if err := l.Release(ctxFor(t)); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("stale Release: %v, want ErrNotHeld", err)
+	}
+	if o, n := f.holder(mapKey(key)); o != next || n != 1 {
+		t.Fatalf("the next holder's lock changed: owner %v count %d", o, n)
+	}
+
+	// The same when the stale lease never tried to extend first.
+	key2 := testKey(t)
+	l2 := mustAcquire(t, d, key2)
+	f.lapse(mapKey(key2))
+	next2 := f.stranger(mapKey(key2), testTTL)
+	if err := l2.Release(ctxFor(t)); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("stale Release: %v, want ErrNotHeld", err)
+	}
+	if o, n := f.holder(mapKey(key2)); o != next2 || n != 1 {
+		t.Fatalf("the next holder's lock changed: owner %v count %d", o, n)
+	}
+}
+
+func TestDoubleRelease(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	d := newFakeDriver(t, f)
+	key := testKey(t)
+	l := mustAcquire(t, d, key)
+	if err := l.Release(ctxFor(t)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	next := mustAcquire(t, d, key)
+	_, before := f.ops(0)
+	if err := l.Release(ctxFor(t)); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("second Release: %v, want ErrNotHeld", err)
+	}
+	if ops, _ := f.ops(before); len(ops) != 0 {
+		t.Errorf("a second Release made calls %v, want none", ops)
+	}
+	if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("Extend after Release: %v, want ErrNotHeld", err)
+	}
+	if o, n := f.holder(mapKey(key)); o != next.owner || n != baseHolds {
+		t.Errorf("the next holder's lock changed: owner %v count %d", o, n)
+	}
+}
+
+// errLostAnswer stands for a call that was applied but whose answer never
+// came (a connection that broke after sending).
+var errLostAnswer = errors.New("test: the answer was lost")
+
+// loseNth makes the n-th call (from 1) of op after this point lose its
+// answer.
+func loseNth(f *fakeMember, op string, n int) {
+	seen := 0
+	f.setLost(func(c fakeCall) error {
+		if c.op == op {
+			if seen++; seen == n {
+				return errLostAnswer
+			}
+		}
+		return nil
+	})
+}
+
+func TestExtendWithUnknownOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		op string
+		n  int
+	}{{"tryLock", 1}, {"unlock", 1}, {"tryLock", 2}} {
+		t.Run(tc.op+"#"+string(rune('0'+tc.n)), func(t *testing.T) {
+			noLeaks(t)
+			f := newFakeMember(t)
+			d := newFakeDriver(t, f)
+			key := testKey(t)
+			l := mustAcquire(t, d, key)
+
+			loseNth(f, tc.op, tc.n)
+			err := l.Extend(ctxFor(t), testTTL)
+			if err == nil || errors.Is(err, driver.ErrNotHeld) {
+				t.Fatalf("Extend whose %s lost its answer: %v, want an error other than ErrNotHeld (the lock may be held)", tc.op, err)
+			}
+			f.setLost(nil)
+			if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
+				t.Errorf("Extend after an unknown outcome: %v, want ErrNotHeld (the count is unknown)", err)
+			}
+			if err := l.Release(ctxFor(t)); err != nil {
+				t.Errorf("Release after an unknown outcome: %v", err)
+			}
+			if o, n := f.holder(mapKey(key)); o != nil {
+				t.Errorf("the lock is still held %d times after Release", n)
+			}
+		})
+	}
+}
+
+func TestReleaseWithUnknownOutcome(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	d := newFakeDriver(t, f)
+	key := testKey(t)
+	l := mustAcquire(t, d, key)
+	loseNth(f, "unlock", 1)
+	if err := l.Release(ctxFor(t)); err == nil || errors.Is(err, driver.ErrNotHeld) {
+		t.Fatalf("Release whose unlock lost its answer: %v, want an error", err)
+	}
+	f.setLost(nil)
+	// The core calls Release once; a driver-level caller may call it again.
+	// Both unlocks were applied, so the lock is free and the second Release
+	// finds nothing of the lease's: ErrNotHeld.
+	if err := l.Release(ctxFor(t)); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("second Release: %v, want ErrNotHeld", err)
+	}
+	if o, n := f.holder(mapKey(key)); o != nil {
+		t.Errorf("the lock is still held %d times", n)
+	}
+}
+
+// A failed read of the fencing counter beside the tryLock costs a second
+// read after the grant, not the acquisition.
+func TestEarlyFenceReadFailureIsHarmless(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	d := newFakeDriver(t, f)
+	loseNth(f, "fence", 1)
+	l := mustAcquire(t, d, testKey(t))
+	if l.Token() == 0 {
+		t.Error("no token")
+	}
+}
+
+func TestAcquireWithUnknownOutcomeLeavesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(f *fakeMember)
+	}{
+		{"grant", func(f *fakeMember) { loseNth(f, "tryLock", 1) }},
+		{"second hold", func(f *fakeMember) { loseNth(f, "tryLock", 2) }},
+		// Every read of the counter: the one beside the tryLock, then the
+		// one after the grant.
+		{"counter read", func(f *fakeMember) {
+			f.setLost(func(c fakeCall) error {
+				if c.op == "fence" {
+					return errLostAnswer
+				}
+				return nil
+			})
+		}},
+		{"counter write", func(f *fakeMember) { loseNth(f, "initFence", 1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			noLeaks(t)
+			f := newFakeMember(t)
+			d := newFakeDriver(t, f)
+			key := testKey(t)
+			tc.lose(f)
+			if _, err := d.TryAcquire(ctxFor(t), request(key, testTTL)); !errors.Is(err, errLostAnswer) {
+				t.Fatalf("TryAcquire whose %s lost its answer: %v, want that error", tc.name, err)
+			}
+			if o, n := f.holder(mapKey(key)); o != nil {
+				t.Fatalf("a failed TryAcquire left the lock held %d times", n)
+			}
+		})
+	}
+}
+
+// A grant whose second hold comes after the lease may have run out is not
+// trusted: it is given back, and TryAcquire reports the lock taken.
+func TestSlowGrantIsGivenBack(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	d := newFakeDriver(t, f)
+	clock := useTestClock(d)
+	key := testKey(t)
+	f.setLost(func(c fakeCall) error {
+		if c.op == "fence" {
+			clock.advance(validFor(MinTTL)) // the fencing call is that slow
+		}
+		return nil
+	})
+	if _, err := d.TryAcquire(ctxFor(t), request(key, MinTTL)); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("TryAcquire confirmed too late: %v, want ErrLocked", err)
+	}
+	if o, n := f.holder(mapKey(key)); o != nil {
+		t.Fatalf("a grant confirmed too late was left held %d times", n)
+	}
+}
+
+// An Extend slower than the lease it set may have seen that lease run out
+// between its calls: it reports the lease lost, and Release cleans up.
+func TestSlowExtendIsALoss(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	d := newFakeDriver(t, f)
+	key := testKey(t)
+	l := mustAcquire(t, d, key)
+	clock := useTestClock(d)
+	f.setLost(func(c fakeCall) error {
+		if c.op == "unlock" {
+			clock.advance(validFor(testTTL) / 2)
+		}
+		return nil
+	})
+	if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
+		t.Fatalf("Extend slower than its lease: %v, want ErrNotHeld", err)
+	}
+	f.setLost(nil)
+	if err := l.Release(ctxFor(t)); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+	if o, n := f.holder(mapKey(key)); o != nil {
+		t.Fatalf("the lock is still held %d times", n)
+	}
+}
+
+func TestUnsupportedRequests(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	d := newFakeDriver(t, f)
+	shared := request(testKey(t), testTTL)
+	shared.Mode = driver.Shared
+	reentrant := request(testKey(t), testTTL)
+	reentrant.Owner = "o"
+	for name, req := range map[string]driver.Request{"shared": shared, "reentrant": reentrant} {
+		if _, err := d.TryAcquire(ctxFor(t), req); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("TryAcquire %s: %v, want errors.ErrUnsupported", name, err)
+		}
+		if _, err := d.Acquire(ctxFor(t), req); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("Acquire %s: %v, want errors.ErrUnsupported", name, err)
+		}
+	}
+	if ops, _ := f.ops(0); len(ops) != 0 {
+		t.Errorf("refused requests made calls %v", ops)
+	}
+	if err := d.ValidateTTL(MinTTL - time.Millisecond); err == nil {
+		t.Errorf("ValidateTTL(%v) = nil, want an error", MinTTL-time.Millisecond)
+	}
+	if err := d.ValidateTTL(MinTTL); err != nil {
+		t.Errorf("ValidateTTL(%v) = %v", MinTTL, err)
+	}
+	if _, err := d.TryAcquire(ctxFor(t), request(testKey(t), time.Second)); err == nil {
+		t.Error("TryAcquire with a TTL below MinTTL succeeded")
+	}
+	if feat := d.Features(); feat.Shared || feat.Reentrant {
+		t.Errorf("Features() = %+v, want neither", feat)
+	}
+}
+
+func TestExtendBatch(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	d := newFakeDriver(t, f)
+	var leases []driver.Lease
+	var ttls []time.Duration
+	var keys []string
+	for range 5 {
+		key := testKey(t)
+		keys = append(keys, key)
+		leases = append(leases, mustAcquire(t, d, key))
+		ttls = append(ttls, testTTL)
+	}
+	f.lapse(mapKey(keys[2]))
+	errs := d.ExtendBatch(ctxFor(t), leases, ttls)
+	for i, err := range errs {
+		if want := i == 2; errors.Is(err, driver.ErrNotHeld) != want || (!want && err != nil) {
+			t.Errorf("lease %d: %v (lapsed: %t)", i, err, want)
+		}
+	}
+	if errs := d.ExtendBatch(ctxFor(t), leases, ttls[:1]); len(errs) != len(leases) || errs[0] == nil {
+		t.Errorf("ExtendBatch with too few TTLs: %v, want one error per lease", errs)
+	}
+}

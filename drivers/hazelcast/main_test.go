@@ -1,0 +1,103 @@
+package hazelcast
+
+import (
+	"context"
+	"crypto/rand"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testserver"
+)
+
+// server is the Hazelcast cluster of the backend tests: the one
+// DLOCK_TEST_HAZELCAST_URL names, or a container of the official image when
+// it is present locally. When there is neither, those tests skip with one
+// line saying how to run them, even under DLOCK_REQUIRE_CONTAINERS=1 (no
+// machine of dlock's can obtain a member; see testserver.HazelcastMain); the
+// unit tests, over the fake member of fake_test.go, run everywhere.
+var server testserver.Target
+
+func TestMain(m *testing.M) { testserver.HazelcastMain(m, &server) }
+
+// testTTL is the TTL of the unit tests: long enough that no lease ends by
+// itself during a test, which ends leases with fakeMember.lapse instead.
+const testTTL = 10 * time.Second
+
+// newFakeDriver returns a Driver over f, closed when tb ends.
+func newFakeDriver(tb testing.TB, f *fakeMember, opts ...Option) *Driver {
+	tb.Helper()
+	o := defaultOptions()
+	if err := o.apply(opts); err != nil {
+		tb.Fatalf("options: %v", err)
+	}
+	d := newDriver(f, o, newSession())
+	tb.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// request returns a request shaped like the core's.
+func request(key string, ttl time.Duration) driver.Request {
+	return driver.Request{Key: key, ID: strings.ToLower(rand.Text()[:26]), TTL: ttl}
+}
+
+// testKey returns a key no other test (or earlier run against an external
+// cluster) uses.
+func testKey(tb testing.TB) string {
+	return "test/" + tb.Name() + "/" + rand.Text()[:8]
+}
+
+// ctxFor returns a context bounded for one test step.
+func ctxFor(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// noLeaks fails tb if goroutines it started outlive it. Call it first, so
+// that its check runs after every other cleanup.
+func noLeaks(tb testing.TB) {
+	tb.Helper()
+	opt := goleak.IgnoreCurrent()
+	tb.Cleanup(func() { goleak.VerifyNone(tb, opt) })
+}
+
+// mustAcquire takes key on d or fails tb.
+func mustAcquire(tb testing.TB, d *Driver, key string) *lease {
+	tb.Helper()
+	l, err := d.TryAcquire(ctxFor(tb), request(key, testTTL))
+	if err != nil {
+		tb.Fatalf("TryAcquire(%q): %v", key, err)
+	}
+	return l.(*lease)
+}
+
+// testClock is a clock the tests move by hand, for the Driver's timing checks
+// and its fencing floor.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// useTestClock makes d read the time from a new testClock, which it returns.
+func useTestClock(d *Driver) *testClock {
+	c := &testClock{now: time.Now()}
+	d.now = c.read
+	return c
+}
+
+func (c *testClock) read() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}

@@ -1,0 +1,149 @@
+package hazelcast
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/hazelcast/hazelcast-go-client"
+)
+
+// Loss signalling. Members release every lock of a client that has lost its
+// connections to the cluster, once no member has had a connection from it for
+// hazelcast.client.cleanup.timeout.millis (120 s by default, checked every
+// 10 s, and an operator may lower it). A client that is disconnected
+// cannot know when that happens, so the driver treats a disconnection as the
+// loss of every lease granted before it: each lease's Lost context is the
+// connection epoch that was current when its grant was asked for, and the
+// epoch ends (with the reason as its cause) when the client reports that it
+// disconnected, connected to another cluster, or shut down, or when the
+// driver closes. Leases granted after a reconnection belong to the next
+// epoch. A grant whose answer crossed a disconnection is therefore reported
+// lost at once: conservative, never late.
+//
+// While the client is disconnected, calls would only queue in the client
+// until it reconnects: Acquire waits for the reconnection (bounded by its
+// context), TryAcquire fails at once, and a lease's Extend reports the loss.
+
+// The causes of a lost epoch, as context.Cause of a lease's Lost context.
+var (
+	errDisconnected = errors.New("hazelcast: the client lost its connection to the cluster, whose members release its locks after their client cleanup timeout")
+	errNewCluster   = errors.New("hazelcast: the client connected to a different cluster (a restart without persistence?), which knows nothing of its locks")
+	errShutdown     = errors.New("hazelcast: the client shut down, so its leases can no longer be renewed")
+	errDriverClosed = errors.New("hazelcast: the driver was closed, so its leases can no longer be renewed")
+)
+
+// errNotConnected: a call was not made because the client is disconnected.
+var errNotConnected = errors.New("hazelcast: the client is not connected to the cluster (it reconnects by itself)")
+
+// session is the driver's view of the client's connection to the cluster.
+type session struct {
+	mu     sync.Mutex
+	epoch  context.Context
+	end    context.CancelCauseFunc
+	up     chan struct{} // closed while connected, or once closed
+	closed error         // why no new epoch will begin, once none will
+}
+
+func newSession() *session {
+	s := &session{up: make(chan struct{})}
+	close(s.up) // a client is connected when it is handed to the driver
+	s.epoch, s.end = context.WithCancelCause(context.Background())
+	return s
+}
+
+// current returns the current epoch: the Lost context of leases whose grant
+// is asked for now.
+func (s *session) current() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
+}
+
+// connectedNow reports whether the client is connected, as far as its
+// events tell.
+func (s *session) connectedNow() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed == nil && s.epoch.Err() == nil
+}
+
+// waitConnected waits until the client is connected, or ctx ends (its error)
+// or the session closes (why: errShutdown or errDriverClosed).
+func (s *session) waitConnected(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		up, closed, ok := s.up, s.closed, s.epoch.Err() == nil
+		s.mu.Unlock()
+		switch {
+		case closed != nil:
+			return closed
+		case ok:
+			return nil
+		}
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// lose ends the current epoch with cause; the next connection begins another.
+func (s *session) lose(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed != nil {
+		return
+	}
+	s.end(cause)
+	select {
+	case <-s.up:
+		s.up = make(chan struct{})
+	default:
+	}
+}
+
+// connected begins a new epoch if the current one has ended.
+func (s *session) connected() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed != nil || s.epoch.Err() == nil {
+		return
+	}
+	s.epoch, s.end = context.WithCancelCause(context.Background())
+	close(s.up)
+}
+
+// close ends the current epoch with cause, for good, and wakes waiters.
+func (s *session) close(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed != nil {
+		return
+	}
+	s.closed = cause
+	s.end(cause)
+	select {
+	case <-s.up:
+	default:
+		close(s.up)
+	}
+}
+
+// onLifecycle is the client's lifecycle listener. The client calls it from
+// one goroutine per listener, in the order of the events; it must not block.
+func (s *session) onLifecycle(e hazelcast.LifecycleStateChanged) {
+	switch e.State {
+	case hazelcast.LifecycleStateConnected:
+		s.connected()
+	case hazelcast.LifecycleStateDisconnected:
+		s.lose(errDisconnected)
+	case hazelcast.LifecycleStateChangedCluster:
+		// Published on reconnection, before Connected: the locks of the
+		// last epoch are on a cluster that is gone.
+		s.lose(errNewCluster)
+	case hazelcast.LifecycleStateShuttingDown, hazelcast.LifecycleStateShutDown:
+		s.close(errShutdown)
+	}
+}

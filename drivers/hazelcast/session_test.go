@@ -1,0 +1,110 @@
+package hazelcast
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/hazelcast/hazelcast-go-client"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// lostBy reports why l's Lost context ended, or nil while it has not.
+func lostBy(l *lease) error {
+	if l.Lost().Err() == nil {
+		return nil
+	}
+	return context.Cause(l.Lost())
+}
+
+func TestLeasesLostWithTheConnection(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	d := newFakeDriver(t, f)
+	event := func(s hazelcast.LifecycleState) { d.session.onLifecycle(hazelcast.LifecycleStateChanged{State: s}) }
+
+	l1 := mustAcquire(t, d, testKey(t))
+	if err := lostBy(l1); err != nil {
+		t.Fatalf("a new lease is lost: %v", err)
+	}
+	event(hazelcast.LifecycleStateStarted) // not a loss
+	if err := lostBy(l1); err != nil {
+		t.Fatalf("lost on an unrelated event: %v", err)
+	}
+
+	event(hazelcast.LifecycleStateDisconnected)
+	if err := lostBy(l1); !errors.Is(err, errDisconnected) {
+		t.Errorf("after a disconnection the lease's Lost cause is %v, want errDisconnected", err)
+	}
+	if err := l1.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) || !errors.Is(err, errDisconnected) {
+		t.Errorf("Extend after a disconnection: %v, want ErrNotHeld for errDisconnected", err)
+	}
+	// While disconnected, no call is made: TryAcquire and Release fail at
+	// once, and Acquire waits for the reconnection.
+	_, before := f.ops(0)
+	if _, err := d.TryAcquire(ctxFor(t), request(testKey(t), testTTL)); !errors.Is(err, errNotConnected) {
+		t.Errorf("TryAcquire while disconnected: %v, want errNotConnected", err)
+	}
+	if err := l1.Release(ctxFor(t)); !errors.Is(err, errNotConnected) {
+		t.Errorf("Release while disconnected: %v, want errNotConnected", err)
+	}
+	if ops, _ := f.ops(before); len(ops) != 0 {
+		t.Errorf("calls made while disconnected: %v", ops)
+	}
+	got := make(chan driver.Lease, 1)
+	go func() {
+		l, err := d.Acquire(ctxFor(t), request(testKey(t), testTTL))
+		if err != nil {
+			t.Errorf("Acquire across a reconnection: %v", err)
+		}
+		got <- l
+	}()
+	event(hazelcast.LifecycleStateConnected)
+	l2, _ := (<-got).(*lease)
+	if l2 == nil {
+		t.FailNow()
+	}
+	if err := lostBy(l2); err != nil {
+		t.Fatalf("a lease granted after reconnecting is lost: %v", err)
+	}
+	if err := l1.Release(ctxFor(t)); err != nil {
+		t.Errorf("Release of a lost lease after reconnecting: %v (the member kept its lock)", err)
+	}
+	l3 := mustAcquire(t, d, testKey(t))
+	event(hazelcast.LifecycleStateConnected) // a repeated event begins nothing new
+	if err := lostBy(l3); err != nil {
+		t.Fatalf("a repeated Connected ended the epoch: %v", err)
+	}
+
+	event(hazelcast.LifecycleStateChangedCluster)
+	if err := lostBy(l3); !errors.Is(err, errNewCluster) {
+		t.Errorf("after a cluster change the Lost cause is %v, want errNewCluster", err)
+	}
+	event(hazelcast.LifecycleStateConnected)
+	l4 := mustAcquire(t, d, testKey(t))
+	event(hazelcast.LifecycleStateShuttingDown)
+	if err := lostBy(l4); !errors.Is(err, errShutdown) {
+		t.Errorf("after a shutdown the Lost cause is %v, want errShutdown", err)
+	}
+	event(hazelcast.LifecycleStateConnected) // no epoch begins after a shutdown
+	if d.session.connectedNow() {
+		t.Error("an epoch began after the client shut down")
+	}
+	if _, err := d.Acquire(ctxFor(t), request(testKey(t), testTTL)); !errors.Is(err, errShutdown) {
+		t.Errorf("Acquire after the client shut down: %v, want errShutdown", err)
+	}
+}
+
+func TestCloseEndsEveryLease(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	d := newFakeDriver(t, f)
+	l := mustAcquire(t, d, testKey(t))
+	if err := d.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := lostBy(l); !errors.Is(err, errDriverClosed) {
+		t.Errorf("after Close the Lost cause is %v, want errDriverClosed", err)
+	}
+}

@@ -1,0 +1,217 @@
+package hazelcast
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hazelcast/hazelcast-go-client"
+	"github.com/hazelcast/hazelcast-go-client/logger"
+	"github.com/hazelcast/hazelcast-go-client/types"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Scheme is the URL scheme this package registers with dlock.Open:
+// "hazelcast://member1:5701,member2:5701/cluster-name".
+const Scheme = "hazelcast"
+
+// DefaultPort is the port of a member given without one.
+const DefaultPort = 5701
+
+// DefaultCluster is the cluster name of a URL without a path, Hazelcast's
+// own default.
+const DefaultCluster = "dev"
+
+// The URL's query options. Every other one is refused, so that a typo does
+// not pass unnoticed.
+const (
+	paramMap              = "map"
+	paramWaitSlice        = "wait_slice"
+	paramUnisocket        = "unisocket"
+	paramTLS              = "tls"
+	paramConnectTimeout   = "connect_timeout"
+	paramHeartbeatTimeout = "heartbeat_timeout"
+	paramLogLevel         = "log_level"
+)
+
+var params = []string{paramMap, paramWaitSlice, paramUnisocket, paramTLS, paramConnectTimeout, paramHeartbeatTimeout, paramLogLevel}
+
+// openTimeout bounds Open's first connection when its context has no
+// deadline.
+const openTimeout = 30 * time.Second
+
+// defaultLogLevel keeps the client library quiet but for errors: dlock
+// reports what matters to its caller through errors and lost leases.
+const defaultLogLevel = logger.ErrorLevel
+
+var logLevels = []logger.Level{logger.OffLevel, logger.FatalLevel, logger.ErrorLevel, logger.WarnLevel, logger.InfoLevel, logger.DebugLevel, logger.TraceLevel}
+
+func init() { dlock.Register(Scheme, open) }
+
+// open is the dlock.OpenFunc of the scheme: it starts a client from u, waits
+// until it is connected (bounded by ctx), and returns a Driver that owns it.
+func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
+	cfg, o, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	// Listen before the client starts, so that no lifecycle event is missed.
+	s := newSession()
+	cfg.AddLifecycleListener(s.onLifecycle)
+	// The client retries its first connection until its context ends: do
+	// not let a wrong address hang a caller who gave no deadline.
+	start, cancel := ctx, context.CancelFunc(func() {})
+	if _, ok := ctx.Deadline(); !ok {
+		start, cancel = context.WithTimeout(ctx, openTimeout)
+	}
+	client, err := hazelcast.StartNewClientWithConfig(start, cfg)
+	cancel()
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		return nil, fmt.Errorf("hazelcast: connect to %s: %w", u.Redacted(), err)
+	}
+	d, err := connect(ctx, client, o, s)
+	if err != nil {
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		_ = client.Shutdown(shutdown)
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		return nil, err
+	}
+	d.owned = true
+	return d, nil
+}
+
+// parseURL turns u into a client configuration and the driver's options. Its
+// errors wrap dlock.ErrInvalidURL and never contain the password.
+func parseURL(u *url.URL) (hazelcast.Config, options, error) {
+	cfg := hazelcast.NewConfig()
+	o := defaultOptions()
+	bad := func(format string, args ...any) (hazelcast.Config, options, error) {
+		return cfg, o, fmt.Errorf("%w: %s: %s", dlock.ErrInvalidURL, u.Redacted(), fmt.Sprintf(format, args...))
+	}
+	if !strings.EqualFold(u.Scheme, Scheme) {
+		return bad("scheme %q: want %s://", u.Scheme, Scheme)
+	}
+	if u.Opaque != "" {
+		return bad("want %s://[user:password@]host[:port][,host[:port]...][/cluster]", Scheme)
+	}
+	members, err := parseMembers(u.Host)
+	if err != nil {
+		return bad("%v", err)
+	}
+	cfg.Cluster.Network.SetAddresses(members...)
+
+	cluster := strings.TrimPrefix(u.Path, "/")
+	if strings.Contains(cluster, "/") {
+		return bad("the path is the cluster name, one segment: got %q", u.Path)
+	}
+	if cluster == "" {
+		cluster = DefaultCluster
+	}
+	cfg.Cluster.Name = cluster
+
+	if u.User != nil {
+		cfg.Cluster.Security.Credentials.Username = u.User.Username()
+		cfg.Cluster.Security.Credentials.Password, _ = u.User.Password()
+	}
+
+	cfg.Logger.Level = defaultLogLevel
+	q := u.Query()
+	for name, vs := range q {
+		if !slices.Contains(params, name) {
+			return bad("unknown option %q; the options are %s", name, strings.Join(params, ", "))
+		}
+		if len(vs) != 1 {
+			return bad("option %s given %d times", name, len(vs))
+		}
+		v := vs[0]
+		var err error
+		switch name {
+		case paramMap:
+			err = WithMap(v)(&o)
+		case paramWaitSlice:
+			var d time.Duration
+			if d, err = time.ParseDuration(v); err == nil {
+				err = WithWaitSlice(d)(&o)
+			}
+		case paramUnisocket:
+			cfg.Cluster.Unisocket, err = strconv.ParseBool(v)
+		case paramTLS:
+			cfg.Cluster.Network.SSL.Enabled, err = strconv.ParseBool(v)
+		case paramConnectTimeout:
+			cfg.Cluster.Network.ConnectionTimeout, err = positiveDuration(v)
+		case paramHeartbeatTimeout:
+			cfg.Cluster.HeartbeatTimeout, err = positiveDuration(v)
+		case paramLogLevel:
+			if i := slices.Index(logLevels, logger.Level(v)); i >= 0 {
+				cfg.Logger.Level = logLevels[i]
+			} else {
+				err = fmt.Errorf("want one of %v", logLevels)
+			}
+		}
+		if err != nil {
+			return bad("option %s=%q: %v", name, v, err)
+		}
+	}
+	return cfg, o, nil
+}
+
+// parseMembers splits a URL's host part into member addresses, each
+// host:port, with DefaultPort where the port is missing.
+func parseMembers(hosts string) ([]string, error) {
+	if hosts == "" {
+		return nil, fmt.Errorf("no member address; want %s://host[:port][,host[:port]...]/cluster", Scheme)
+	}
+	var members []string
+	for _, h := range strings.Split(hosts, ",") {
+		host, port := h, strconv.Itoa(DefaultPort)
+		switch {
+		case h == "":
+			return nil, fmt.Errorf("empty member address in %q", hosts)
+		case strings.HasPrefix(h, "["): // [IPv6] or [IPv6]:port
+			end := strings.IndexByte(h, ']')
+			if end < 0 {
+				return nil, fmt.Errorf("member %q: unclosed bracket", h)
+			}
+			host = h[1:end]
+			if rest := h[end+1:]; rest != "" {
+				if !strings.HasPrefix(rest, ":") {
+					return nil, fmt.Errorf("member %q: want [address]:port", h)
+				}
+				port = rest[1:]
+			}
+		case strings.Count(h, ":") > 1:
+			return nil, fmt.Errorf("member %q: an IPv6 address must be in brackets, as in [::1]:%d", h, DefaultPort)
+		case strings.Contains(h, ":"):
+			host, port, _ = strings.Cut(h, ":")
+		}
+		if host == "" {
+			return nil, fmt.Errorf("member %q: no host", h)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("member %q: port %q is not in 1 to 65535", h, port)
+		}
+		members = append(members, net.JoinHostPort(host, port))
+	}
+	return members, nil
+}
+
+func positiveDuration(v string) (types.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("must be positive")
+	}
+	return types.Duration(d), err
+}

@@ -1,0 +1,209 @@
+package hazelcast
+
+// Unit tests of the server-side waiting of acquire.go, over the fake member
+// of fake_test.go (NOT a Hazelcast member: see there).
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// queued waits until the fake member has a tryLock waiting.
+func queued(t *testing.T, f *fakeMember) fakeCall {
+	t.Helper()
+	select {
+	case c := <-f.waiting:
+		return c
+	case <-ctxFor(t).Done():
+		t.Fatal("no tryLock came to wait on the member")
+		return fakeCall{}
+	}
+}
+
+func TestAcquireWaitsOnTheMember(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	da, db := newFakeDriver(t, f), newFakeDriver(t, f)
+	key := testKey(t)
+	la := mustAcquire(t, da, key)
+
+	type result struct {
+		l   driver.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	started := time.Now()
+	go func() {
+		l, err := db.Acquire(ctxFor(t), request(key, testTTL))
+		got <- result{l, err}
+	}()
+	c := queued(t, f)
+	if c.owner == nil || c.owner == la.owner {
+		t.Fatalf("the waiting call's owner is %v, want one of its own", c.owner)
+	}
+	if c.wait <= 0 || c.wait > DefaultWaitSlice {
+		t.Errorf("the member was asked to wait %v, want at most the default slice %v", c.wait, DefaultWaitSlice)
+	}
+	if err := la.Release(ctxFor(t)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("Acquire: %v", r.err)
+	}
+	lb := r.l.(*lease)
+	if o, n := f.holder(mapKey(key)); o != lb.owner || n != baseHolds {
+		t.Errorf("after Acquire the member holds it for %v %d times, want the new lease %d times", o, n, baseHolds)
+	}
+	if v := lb.Validity(); v < validFor(testTTL) || v > validFor(testTTL)+time.Since(started) {
+		t.Errorf("Validity() = %v, want %v plus at most the %v Acquire took", v, validFor(testTTL), time.Since(started))
+	}
+	if lb.Token() <= la.Token() {
+		t.Errorf("tokens %d then %d, want increasing", la.Token(), lb.Token())
+	}
+}
+
+// Cancelling the caller's context sends nothing to the member, whose wait
+// can still be granted: Acquire must wait for that answer and give the
+// grant back before it returns exactly ctx's error.
+func TestCancelledWaitGivesBackARacingGrant(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	da := newFakeDriver(t, f)
+	db := newFakeDriver(t, f, WithWaitSlice(time.Minute))
+	key := testKey(t)
+	la := mustAcquire(t, da, key)
+
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := db.Acquire(ctx, request(key, testTTL))
+		errc <- err
+	}()
+	queued(t, f)
+	cancel()
+	// The holder lets go while the member still serves the cancelled wait,
+	// which it grants.
+	if err := la.Release(ctxFor(t)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := <-errc; err != context.Canceled {
+		t.Fatalf("Acquire cancelled while waiting: %v, want exactly context.Canceled", err)
+	}
+	f.settle()
+	if o, n := f.holder(mapKey(key)); o != nil {
+		t.Fatalf("a grant that raced the cancellation was left held %d times by %s", n, o.id)
+	}
+}
+
+func TestWaitEndsAtTheCallersDeadline(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	da := newFakeDriver(t, f)
+	db := newFakeDriver(t, f, WithWaitSlice(time.Minute))
+	key := testKey(t)
+	la := mustAcquire(t, da, key)
+
+	const wait = 100 * time.Millisecond
+	ctx, cancel := context.WithTimeout(ctxFor(t), wait)
+	defer cancel()
+	start := time.Now()
+	if _, err := db.Acquire(ctx, request(key, testTTL)); err != context.DeadlineExceeded {
+		t.Fatalf("Acquire past its deadline: %v, want exactly context.DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > wait+2*time.Second {
+		t.Errorf("Acquire returned %v after its deadline", took-wait)
+	}
+	if w := f.lastWait(); w <= 0 || w > wait+time.Millisecond {
+		t.Errorf("the member was asked to wait %v, want at most the %v left of the context", w, wait)
+	}
+	f.settle()
+	if o, _ := f.holder(mapKey(key)); o != la.owner {
+		t.Fatalf("the holder's lock changed hands to %v", o)
+	}
+}
+
+func TestWaitSlices(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	d := newFakeDriver(t, f, WithWaitSlice(time.Minute))
+	lease := leaseTime(testTTL)
+
+	s, err := d.slice(context.Background(), lease)
+	if err != nil || s != validFor(lease)/2 {
+		t.Errorf("slice without a deadline = %v, %v, want half of what the lease surely lasts, %v", s, err, validFor(lease)/2)
+	}
+	d2 := newFakeDriver(t, f)
+	if s, err := d2.slice(context.Background(), lease); err != nil || s != DefaultWaitSlice {
+		t.Errorf("default slice = %v, %v, want %v", s, err, DefaultWaitSlice)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if s, err := d.slice(ctx, lease); err != nil || s <= 0 || s > 30*time.Millisecond || s%time.Millisecond != 0 {
+		t.Errorf("slice with 30ms left = %v, %v, want whole milliseconds up to 30ms", s, err)
+	}
+	<-ctx.Done()
+	if _, err := d.slice(ctx, lease); err != context.DeadlineExceeded {
+		t.Errorf("slice past the deadline: %v, want context.DeadlineExceeded", err)
+	}
+}
+
+func TestWaitingHeadSurvivesManySlices(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	da := newFakeDriver(t, f)
+	db := newFakeDriver(t, f, WithWaitSlice(5*time.Millisecond))
+	key := testKey(t)
+	la := mustAcquire(t, da, key)
+
+	got := make(chan error, 1)
+	go func() {
+		l, err := db.Acquire(ctxFor(t), request(key, testTTL))
+		if err == nil {
+			err = l.Release(ctxFor(t))
+		}
+		got <- err
+	}()
+	for range 3 { // the waiter asks again after each slice
+		queued(t, f)
+	}
+	if err := la.Release(ctxFor(t)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Acquire after several slices: %v", err)
+	}
+	f.settle()
+	if o, _ := f.holder(mapKey(key)); o != nil {
+		t.Fatal("the lock is still held")
+	}
+}
+
+func TestAcquireAfterClose(t *testing.T) {
+	noLeaks(t)
+	f := newFakeMember(t)
+	d := newFakeDriver(t, f)
+	l := mustAcquire(t, d, testKey(t))
+	if err := d.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	for name, err := range map[string]error{
+		"TryAcquire": errOf(d.TryAcquire(ctxFor(t), request(testKey(t), testTTL))),
+		"Acquire":    errOf(d.Acquire(ctxFor(t), request(testKey(t), testTTL))),
+		"Extend":     l.Extend(ctxFor(t), testTTL),
+		"Release":    l.Release(ctxFor(t)),
+	} {
+		if !errors.Is(err, driver.ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+func errOf[V any](_ V, err error) error { return err }
