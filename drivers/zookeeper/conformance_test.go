@@ -1,0 +1,68 @@
+package zookeeper
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"testing"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// TestConformance runs the shared suite against the real server, with its
+// fault hooks when the server is this package's container. The suite's TTL
+// is the session timeout: the shortest TTL the Driver accepts.
+func TestConformance(t *testing.T) {
+	base := "/conformance-" + rand.Text()[:8]
+	rawURL := testURL(t, base)
+	conn := rawConn(t)
+	h := conformance.Harness{
+		NewDriver: func(ctx context.Context) (driver.Driver, error) {
+			return open(ctx, mustParse(t, rawURL))
+		},
+		TTL: testSession,
+		// Tampering is what an operator with zkCli would do: delete the
+		// holder's node, or replace it by a stranger's at the head of the
+		// queue.
+		Tamper: func(ctx context.Context, key string, overwrite bool) error {
+			return tamper(conn, "/dlock-test"+base, key, overwrite)
+		},
+	}
+	if server.Faults() {
+		h.Faults = &conformance.Faults{
+			Pause:  server.Server.Pause,
+			Resume: server.Server.Unpause,
+			Restart: func(ctx context.Context) error {
+				if err := server.Server.Stop(ctx); err != nil {
+					return err
+				}
+				return server.Server.Start(ctx)
+			},
+		}
+	}
+	conformance.Run(t, h)
+}
+
+// tamper deletes every queue node of key under base and, when overwrite is
+// set, creates a stranger's writer node in their place, which holds the lock
+// (it is alone in the queue) for as long as conn's session lives.
+func tamper(conn *zk.Conn, base, key string, overwrite bool) error {
+	dir := base + "/" + escapeKey(key)
+	children, _, err := conn.Children(dir)
+	if err != nil {
+		return err
+	}
+	for _, name := range children {
+		if err := conn.Delete(dir+"/"+name, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+	}
+	if overwrite {
+		_, err := conn.Create(dir+"/"+queuePrefix(kindWriter, "stranger", ""), nil, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+		return err
+	}
+	return nil
+}

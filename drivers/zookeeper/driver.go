@@ -1,0 +1,256 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Driver is a dlock driver over one ZooKeeper session. It implements
+// driver.Driver, driver.Blocker, driver.Featurer and driver.Validator, and
+// its leases driver.LossReporter and driver.UncertaintyReporter. Make it
+// with [Dial], with [New] over a connection the caller owns, or through
+// dlock.Open with a "zk://" URL. It is safe for concurrent use.
+type Driver struct {
+	conn  *zk.Conn
+	owned bool // the connection was made by the Driver, so Close closes it
+	base  string
+	acl   []zk.ACL
+
+	timeout atomic.Int64 // the session timeout, in nanoseconds
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closing   chan struct{} // closed by Close
+	bg        sync.WaitGroup
+
+	nudge   chan struct{} // a session event happened: wakes the monitor
+	jobWake chan struct{} // wakes the janitor
+
+	mu        sync.Mutex
+	sid       int64 // the session last seen; 0 before the first, or after an expiry
+	connected bool
+	changed   chan struct{} // closed and replaced when connected changes
+	leases    map[*lease]struct{}
+	jobs      []job
+
+	stats stats
+}
+
+var (
+	_ driver.Driver    = (*Driver)(nil)
+	_ driver.Blocker   = (*Driver)(nil)
+	_ driver.Featurer  = (*Driver)(nil)
+	_ driver.Validator = (*Driver)(nil)
+)
+
+// stats counts what the tests need to see of the Driver's work.
+type stats struct {
+	lists   atomic.Int64 // listings of a lock's children by acquisitions
+	wakeups atomic.Int64 // watch events that woke a waiting acquisition
+}
+
+func newDriver(o options, owned bool) *Driver {
+	return &Driver{
+		owned:   owned,
+		base:    o.base,
+		acl:     o.acl,
+		closing: make(chan struct{}),
+		nudge:   make(chan struct{}, 1),
+		jobWake: make(chan struct{}, 1),
+		changed: make(chan struct{}),
+		leases:  map[*lease]struct{}{},
+	}
+}
+
+// New returns a Driver over conn, a connection the caller made with
+// zk.Connect and keeps owning: Close does not close it. sessionTimeout must
+// be the session timeout the server granted conn, or less: zk.Connect asks
+// for a timeout, and the server grants it when it lies between its
+// minSessionTimeout and maxSessionTimeout (by default 2 and 20 ticks of
+// 2 s), and the nearest of those otherwise; the client library does not tell
+// which. A timeout larger than the granted one would let a lease be trusted
+// after its session may have expired. [Dial] reads the granted timeout from
+// the server instead.
+//
+// All the Driver's locks live in conn's session. The Driver learns of the
+// session's changes by polling conn's state, since the caller owns conn's
+// events.
+func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) (*Driver, error) {
+	if conn == nil {
+		return nil, errors.New("zookeeper: New with a nil connection")
+	}
+	if sessionTimeout <= 0 {
+		return nil, fmt.Errorf("zookeeper: New with a session timeout of %v", sessionTimeout)
+	}
+	o := defaultOptions()
+	if err := o.apply(opts); err != nil {
+		return nil, err
+	}
+	d := newDriver(o, false)
+	d.conn = conn
+	d.timeout.Store(int64(sessionTimeout))
+	d.begin()
+	return d, nil
+}
+
+// Dial connects to the ensemble at servers ("host:port", the port defaulting
+// to 2181), waits until the session is established (bounded by ctx), and
+// returns a Driver that owns the connection: Close closes it, and with it the
+// session. The session timeout asked for is [DefaultSessionTimeout] unless
+// [WithSessionTimeout] says otherwise; the Driver uses the one the server
+// grants.
+func Dial(ctx context.Context, servers []string, opts ...Option) (*Driver, error) {
+	if len(servers) == 0 {
+		return nil, errors.New("zookeeper: Dial with no servers")
+	}
+	o := defaultOptions()
+	if err := o.apply(opts); err != nil {
+		return nil, err
+	}
+	d := newDriver(o, true)
+	conn, _, err := zk.Connect(servers, o.sessionTimeout,
+		zk.WithDialer(d.dialer()),
+		zk.WithEventCallback(d.onEvent),
+		// dlock reports failures through its own API; the library would
+		// print every reconnection.
+		zk.WithLogger(discard{}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper: %w", err)
+	}
+	d.conn = conn
+	d.begin()
+	if _, err := d.waitSession(ctx); err != nil {
+		_ = d.Close()
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, fmt.Errorf("zookeeper: no session with %v: %w", servers, ctxErr)
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+type discard struct{}
+
+func (discard) Printf(string, ...any) {}
+
+// begin starts the Driver's goroutines.
+func (d *Driver) begin() {
+	d.observe()
+	d.bg.Add(2)
+	go d.monitor()
+	go d.janitor()
+}
+
+// enter checks that the Driver is open and ctx alive.
+func (d *Driver) enter(ctx context.Context) error {
+	if d.closed.Load() {
+		return driver.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// forget stops tracking a lease that ended.
+func (d *Driver) forget(l *lease) {
+	d.mu.Lock()
+	delete(d.leases, l)
+	d.mu.Unlock()
+}
+
+// Features reports read-write and reentrant locks.
+func (d *Driver) Features() driver.Features {
+	return driver.Features{Shared: true, Reentrant: true}
+}
+
+// ValidateKey accepts every key the core accepts: the escaping in "Keys" of
+// the package documentation maps any byte string onto a valid node name.
+func (d *Driver) ValidateKey(string) error { return nil }
+
+// ValidateTTL accepts TTLs from one to two session timeouts. A shorter TTL
+// cannot be honoured: a holder that crashes keeps its lock until its session
+// expires, a session timeout later. A longer one breaks renewal: dlock renews
+// every TTL/3, and a lease is valid for one session timeout after its last
+// confirmation.
+func (d *Driver) ValidateTTL(ttl time.Duration) error {
+	st := d.SessionTimeout()
+	switch {
+	case ttl < st:
+		return fmt.Errorf("zookeeper: TTL %v is shorter than the session timeout %v, which is how long a crashed holder keeps its lock", ttl, st)
+	case ttl > 2*st:
+		return fmt.Errorf("zookeeper: TTL %v is longer than twice the session timeout %v: leases renewed every TTL/3 would lapse first", ttl, st)
+	}
+	return nil
+}
+
+// TryAcquire queues for the lock and, unless the lock is granted at once,
+// leaves the queue again: it returns ErrLocked having deleted its node. A
+// client cut off from the ensemble waits for its session to come back for
+// at most one session timeout (bounded by ctx), then fails with
+// ErrDisconnected.
+func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	return d.acquire(ctx, req, false)
+}
+
+// Acquire queues for the lock and waits, watching only the node ahead of its
+// own, until the lock is granted or ctx ends; it rides out disconnections
+// (re-queueing if its session expired meanwhile). When ctx ends it deletes
+// its node and returns ctx's error.
+func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	return d.acquire(ctx, req, true)
+}
+
+// Close ends the Driver. Its held locks are lost and reported so: for a
+// Driver from [Dial] or dlock.Open, Close closes the session, and ZooKeeper
+// deletes its nodes; over a caller's connection, whose session lives on,
+// Close deletes them itself (bounded by 2 s), since it can no longer enforce
+// their TTL. Waiting Acquire calls return ErrClosed. Calls after the first
+// return nil.
+func (d *Driver) Close() error {
+	first := false
+	d.closeOnce.Do(func() { first = true })
+	if !first {
+		return nil
+	}
+	d.closed.Store(true)
+	d.mu.Lock()
+	held := make([]*lease, 0, len(d.leases))
+	for l := range d.leases {
+		held = append(held, l)
+	}
+	d.mu.Unlock()
+	// Holders hear of the loss before anyone else can take their locks.
+	for _, l := range held {
+		l.lose(ErrSessionClosed)
+	}
+	if !d.owned {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		for _, l := range held {
+			d.enqueue(job{lease: l, sid: l.sid})
+		}
+		if d.liveSession() != 0 {
+			_ = d.sweepUntil(ctx)
+		}
+		cancel()
+	}
+	close(d.closing)
+	d.bg.Wait()
+	if d.owned {
+		d.conn.Close()
+	}
+	return nil
+}
+
+// sweepUntil runs the pending jobs once, before Close stops the janitor.
+func (d *Driver) sweepUntil(ctx context.Context) error {
+	deadline, _ := ctx.Deadline()
+	d.sweep(time.Until(deadline))
+	return ctx.Err()
+}

@@ -1,0 +1,344 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// lease is one hold of a lock: the Driver's own queue node, or (for a
+// reentrant request that joined a holder of the same owner) an entry in
+// another request's queue node, its anchor.
+type lease struct {
+	d     *Driver
+	dir   string // the lock's directory
+	path  string // the queue node that holds the lock
+	id    string // the request ID
+	entry string // our entry node, when we joined another request's node
+	owned bool   // path is a reentrant (owner) node, released entry by entry
+	sid   int64  // the session whose ephemeral node (path or entry) we rest on
+	token uint64
+
+	lost   context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	validity time.Duration
+	lapse    *time.Timer
+	ended    bool // lost, lapsed or released: no longer ours to extend
+	released bool // Release was called
+}
+
+var (
+	_ driver.Lease               = (*lease)(nil)
+	_ driver.LossReporter        = (*lease)(nil)
+	_ driver.UncertaintyReporter = (*lease)(nil)
+)
+
+// newLease makes a held lease valid for validity from started, and registers
+// it with the Driver, which reports its loss when the session ends.
+func (d *Driver) newLease(l *lease, started time.Time, validity time.Duration) *lease {
+	l.d = d
+	l.lost, l.cancel = context.WithCancelCause(context.Background())
+	l.validity = validity
+	l.lapse = time.AfterFunc(time.Until(started.Add(validity)), l.expire)
+	// The monitor may not have seen the session this lease rests on yet.
+	d.observe()
+	d.mu.Lock()
+	ended := d.sid != l.sid
+	if !ended {
+		d.leases[l] = struct{}{}
+	}
+	d.mu.Unlock()
+	if ended {
+		// The session ended between the grant and now: the monitor has
+		// already looked for this lease's fellows.
+		l.lose(ErrSessionExpired)
+	}
+	return l
+}
+
+// Token returns the zxid that created the queue node holding the lock (its
+// Stat.Czxid). See "Guarantees" in the package documentation.
+func (l *lease) Token() uint64 { return l.token }
+
+// Validity is at most the session timeout: a client cut off from the
+// ensemble cannot know whether its session still lives once that has passed
+// since it was last heard.
+func (l *lease) Validity() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validity
+}
+
+// Lost is cancelled when the session ends, when the Driver is closed, and
+// when the lease goes unconfirmed past its validity.
+func (l *lease) Lost() context.Context { return l.lost }
+
+// Uncertain reports ErrDisconnected while the client is cut off from the
+// ensemble, and the session's end once the client has learnt of it.
+func (l *lease) Uncertain() error {
+	if state := l.d.conn.State(); state != zk.StateHasSession {
+		return fmt.Errorf("%w (connection state %v, session 0x%x)", ErrDisconnected, state, l.sid)
+	}
+	if l.d.conn.SessionID() != l.sid {
+		return ErrSessionExpired
+	}
+	return nil
+}
+
+// Extend confirms, in one linearizable request through the ensemble's
+// leader, that the session is alive and the lock's node (and our entry node,
+// for a joined reentrant hold) still exists. Node names carry the request
+// ID, so the check is owner-checked. It changes nothing on the server: the
+// session's own pings keep it alive while the client is connected. While the
+// client is disconnected it fails at once with ErrDisconnected.
+func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
+	d := l.d
+	if err := d.enter(ctx); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	ended := l.ended
+	l.mu.Unlock()
+	if ended {
+		return driver.ErrNotHeld
+	}
+	if d.conn.SessionID() != l.sid {
+		l.lose(ErrSessionExpired)
+		return driver.ErrNotHeld
+	}
+	if d.conn.State() != zk.StateHasSession {
+		return ErrDisconnected
+	}
+	started := time.Now()
+	checks := []any{&zk.CheckVersionRequest{Path: l.path, Version: -1}}
+	if l.entry != "" {
+		checks = append(checks, &zk.CheckVersionRequest{Path: l.entry, Version: -1})
+	}
+	err := d.call(ctx, func() error {
+		_, err := d.conn.Multi(checks...)
+		return err
+	})
+	switch {
+	case err == nil:
+	case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrSessionExpired):
+		l.lose(fmt.Errorf("zookeeper: lock node %s is gone: %w", l.path, driver.ErrNotHeld))
+		if l.entry != "" {
+			d.enqueue(job{path: l.entry, sid: l.sid})
+		}
+		return driver.ErrNotHeld
+	default:
+		return err
+	}
+	validity := min(ttl, d.SessionTimeout())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return driver.ErrNotHeld
+	}
+	l.validity = validity
+	l.lapse.Reset(time.Until(started.Add(validity)))
+	return nil
+}
+
+// Release removes the lease's hold, owner-checked: the node named with its
+// request ID, or its entry in a reentrant node. When it cannot be done now
+// (the client is disconnected: ErrDisconnected at once) or its outcome
+// cannot be known (the reply was lost, ctx ended), the Driver finishes it in
+// the background once connected, so that nothing outlives the lease.
+func (l *lease) Release(ctx context.Context) error {
+	d := l.d
+	if d.closed.Load() {
+		return driver.ErrClosed
+	}
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return driver.ErrNotHeld
+	}
+	l.released, l.ended = true, true
+	l.lapse.Stop()
+	l.mu.Unlock()
+	d.forget(l)
+	l.cancel(driver.ErrNotHeld)
+	if err := ctx.Err(); err != nil {
+		d.enqueue(job{lease: l, sid: l.sid})
+		return err
+	}
+	if d.liveSession() == 0 {
+		// Unlock must not hang for the length of an outage.
+		d.enqueue(job{lease: l, sid: l.sid})
+		return ErrDisconnected
+	}
+	err := l.remove(ctx, false)
+	if err != nil && !errors.Is(err, driver.ErrNotHeld) && !errors.Is(err, driver.ErrClosed) {
+		d.enqueue(job{lease: l, sid: l.sid})
+	}
+	return err
+}
+
+// expire runs when the validity passes unconfirmed: the lease is lost, and
+// the Driver removes its node, as a TTL would on a lease backend, so that the
+// lock frees within the TTL although the session lives on.
+func (l *lease) expire() {
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		return
+	}
+	l.ended = true
+	l.mu.Unlock()
+	l.d.forget(l)
+	l.cancel(errLapsed)
+	l.d.enqueue(job{lease: l, sid: l.sid})
+}
+
+// lose ends the lease as lost, for reason.
+func (l *lease) lose(reason error) {
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		return
+	}
+	l.ended = true
+	l.lapse.Stop()
+	l.mu.Unlock()
+	l.d.forget(l)
+	l.cancel(reason)
+}
+
+// remove takes the lease's hold off the server, owner-checked. It returns
+// ErrNotHeld when the hold was already gone, and nil when this call (or an
+// earlier attempt whose reply was lost) removed it. A patient remove waits
+// for the session to come back after a connection failure (bounded by ctx);
+// an impatient one returns the failure.
+func (l *lease) remove(ctx context.Context, patient bool) error {
+	d := l.d
+	tried := false // an attempt may have been applied
+	for {
+		if d.conn.SessionID() != l.sid {
+			// The session ended, and our ephemeral node with it.
+			return driver.ErrNotHeld
+		}
+		var err error
+		if l.owned {
+			err = l.removeEntry(ctx)
+		} else {
+			err = d.call(ctx, func() error { return d.conn.Delete(l.path, -1) })
+			if errors.Is(err, zk.ErrNoNode) {
+				err = driver.ErrNotHeld
+			}
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, driver.ErrNotHeld):
+			if tried {
+				return nil
+			}
+			return err
+		case !transient(err):
+			return err
+		}
+		tried = tried || !unsent(err)
+		if !patient {
+			return err
+		}
+		if _, err := d.waitSession(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// removeEntry takes our entry out of a reentrant node: it deletes the node
+// when no other live entry remains, and otherwise rewrites its entry list,
+// in one versioned transaction, so that it never races a request joining.
+// Entries whose entry node is gone (their session ended) are dropped on the
+// way.
+func (l *lease) removeEntry(ctx context.Context) error {
+	d := l.d
+	for {
+		var data []byte
+		var stat *zk.Stat
+		var children []string
+		getErr := d.start(func() (err error) { data, stat, err = d.conn.Get(l.path); return err })
+		listErr := d.start(func() (err error) { children, _, err = d.conn.Children(l.dir); return err })
+		err1, err2 := d.await(ctx, getErr), d.await(ctx, listErr)
+		if errors.Is(err1, zk.ErrNoNode) {
+			return driver.ErrNotHeld
+		}
+		if err := firstErr(err1, err2); err != nil {
+			return err
+		}
+		owner, ids, ok := decodeData(data)
+		if !ok || !slices.Contains(ids, l.id) {
+			return driver.ErrNotHeld
+		}
+		entries := parseListing(children).entries
+		anchorID := idOf(path.Base(l.path))
+		if l.entry != "" && !entries[path.Base(l.entry)] {
+			return driver.ErrNotHeld // our entry died with our session, or was deleted
+		}
+		var live []string
+		for _, id := range ids {
+			if id != l.id && (id == anchorID || entries[entryName(id, anchorID)]) {
+				live = append(live, id)
+			}
+		}
+		var ops []any
+		if len(live) == 0 {
+			ops = append(ops, &zk.DeleteRequest{Path: l.path, Version: stat.Version})
+		} else {
+			ops = append(ops, &zk.SetDataRequest{Path: l.path, Data: encodeData(owner, live), Version: stat.Version})
+		}
+		if l.entry != "" {
+			ops = append(ops, &zk.DeleteRequest{Path: l.entry, Version: -1})
+		}
+		err := d.call(ctx, func() error { _, err := d.conn.Multi(ops...); return err })
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+			continue // changed meanwhile: look again
+		}
+		return err
+	}
+}
+
+// await waits for the result of a request started with start, bounded by ctx
+// and Close.
+func (d *Driver) await(ctx context.Context, done <-chan error) error {
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-d.closing:
+		return driver.ErrClosed
+	}
+}
+
+// firstErr returns the first non-nil error.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// idOf returns the request ID in a queue node's name.
+func idOf(name string) string {
+	n, _ := parseNode(name)
+	return n.id
+}

@@ -1,0 +1,112 @@
+package zookeeper
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlock-go/dlock/internal/testserver"
+)
+
+// server is the ZooKeeper server of this package's tests: one standalone
+// container started by TestMain, or the ensemble DLOCK_TEST_ZOOKEEPER_URL
+// names.
+var server testserver.Target
+
+// TestMain starts one ZooKeeper container for the whole package (or uses
+// DLOCK_TEST_ZOOKEEPER_URL) and terminates it after the tests. Without a
+// Docker engine the server tests skip, saying why, unless
+// DLOCK_REQUIRE_CONTAINERS=1 makes that a failure.
+func TestMain(m *testing.M) { testserver.Main(m, testserver.ZooKeeperTarget, &server) }
+
+// testSession is the session timeout of the tests' Drivers: short, so that
+// expiry cases are quick, and long enough for a loaded machine running
+// -race not to lose sessions by accident.
+const testSession = 2 * time.Second
+
+// testURL returns the server's URL with the tests' session timeout and a base
+// path of the test's own, so that no test sees another's nodes.
+func testURL(tb testing.TB, base string) string {
+	tb.Helper()
+	server.Need(tb)
+	u, err := url.Parse(server.URL)
+	if err != nil {
+		tb.Fatalf("bad server URL %q: %v", server.URL, err)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/dlock-test"
+	}
+	u.Path += base
+	q := u.Query()
+	q.Set(sessionTimeoutParam, testSession.String())
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// dial opens a Driver on url, closed when tb ends.
+func dial(tb testing.TB, rawURL string) *Driver {
+	tb.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := open(ctx, u)
+	if err != nil {
+		tb.Fatalf("open(%q): %v", rawURL, err)
+	}
+	tb.Cleanup(func() { _ = d.Close() })
+	return d.(*Driver)
+}
+
+// rawConn returns a plain client connection to the test server (the first of
+// its hosts), closed when tb ends, for looking at and tampering with nodes.
+func rawConn(tb testing.TB) *zk.Conn {
+	tb.Helper()
+	servers, _, err := parseURL(mustParse(tb, testURL(tb, "")))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	conn, _, err := zk.Connect(servers, testSession, zk.WithLogger(discard{}))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(conn.Close)
+	deadline := time.Now().Add(30 * time.Second)
+	for conn.State() != zk.StateHasSession {
+		if time.Now().After(deadline) {
+			tb.Fatal("no session with the test server")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the library's state: it has no wait
+	}
+	return conn
+}
+
+func mustParse(tb testing.TB, raw string) *url.URL {
+	tb.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return u
+}
+
+// newID returns a request ID shaped like the core's.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ctxFor returns a context bounded for one test step.
+func ctxFor(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	tb.Cleanup(cancel)
+	return ctx
+}

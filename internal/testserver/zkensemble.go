@@ -1,0 +1,195 @@
+package testserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/moby/moby/api/types/container"
+	dockernet "github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/network"
+)
+
+// ZooKeeperEnsemble is a ZooKeeper ensemble of containers on a user-defined
+// Docker network of its own, where the members reach each other by their
+// names (zk1, zk2, ...). Each member's client port is published on
+// 127.0.0.1, and each member is a [Server] with the usual fault hooks.
+type ZooKeeperEnsemble struct {
+	// Members are the ensemble's servers; Members[i] has id i+1.
+	Members []*Server
+	network *testcontainers.DockerNetwork
+}
+
+// ensembleLabel marks the networks of ZooKeeper ensembles.
+const ensembleLabel = "zookeeper-ensemble"
+
+// StartZooKeeperEnsemble starts an ensemble of n members (3 makes a quorum of
+// 2) and waits until every member serves, as leader or follower.
+func StartZooKeeperEnsemble(ctx context.Context, n int) (*ZooKeeperEnsemble, error) {
+	setTestcontainersDefaults()
+	cli, err := dockerClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := cli.ImageInspect(ctx, ZooKeeperImage); err != nil {
+		_ = cli.Close()
+		return nil, fmt.Errorf("%w: %s: %v", ErrNoImage, ZooKeeperImage, err)
+	}
+	removeOrphans(ctx, cli)
+	removeOrphanEnsembleNetworks(ctx, cli)
+	_ = cli.Close()
+	host, _ := os.Hostname()
+	nw, err := network.New(ctx, network.WithLabels(map[string]string{
+		labelName:      ensembleLabel,
+		labelOwnerPID:  strconv.Itoa(os.Getpid()),
+		labelOwnerHost: host,
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("testserver: ensemble network: %w", err)
+	}
+	e := &ZooKeeperEnsemble{network: nw, Members: make([]*Server, n)}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("zk%d", i+1)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			e.Members[i], errs[i] = startMember(ctx, nw, names, i)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		_ = e.Terminate(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	// A member serves only once a quorum has formed: wait for each.
+	for _, s := range e.Members {
+		if err := s.waitReady(ctx); err != nil {
+			err = fmt.Errorf("%w%s", err, s.logTail(ctx))
+			_ = e.Terminate(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// startMember starts member i of the ensemble named names without waiting
+// for it to serve.
+func startMember(ctx context.Context, nw *testcontainers.DockerNetwork, names []string, i int) (*Server, error) {
+	spec := ZooKeeperSpec()
+	spec.Name = "zookeeper-" + names[i]
+	spec.Env = map[string]string{
+		"ZK_TICK_MS": strconv.Itoa(ZooKeeperTickMs),
+		"ZK_ID":      strconv.Itoa(i + 1),
+		"ZK_SERVERS": strings.Join(names, ","),
+	}
+	cli, err := dockerClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	port, _ := dockernet.ParsePort(spec.Port)
+	hostPort, err := freePort()
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	ctr, err := testcontainers.Run(ctx, spec.Image,
+		testcontainers.WithName(fmt.Sprintf("dlock-test-%s-%d", spec.Name, hostPort)),
+		testcontainers.WithExposedPorts(spec.Port),
+		testcontainers.WithEnv(spec.Env),
+		testcontainers.WithLabels(map[string]string{
+			labelName:      spec.Name,
+			labelOwnerPID:  strconv.Itoa(os.Getpid()),
+			labelOwnerHost: host,
+		}),
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.PortBindings = dockernet.PortMap{port: {{
+				HostIP:   netip.MustParseAddr("127.0.0.1"),
+				HostPort: strconv.Itoa(hostPort),
+			}}}
+		}),
+		network.WithNetwork([]string{names[i]}, nw),
+	)
+	if err != nil {
+		if ctr != nil {
+			_ = ctr.Terminate(context.WithoutCancel(ctx))
+		}
+		_ = cli.Close()
+		return nil, fmt.Errorf("testserver: start %s: %w", spec.Name, err)
+	}
+	return &Server{
+		spec: spec,
+		addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort)),
+		ctr:  ctr,
+		cli:  cli,
+	}, nil
+}
+
+// URL returns "zk://ADDR1,ADDR2,...": every member, in order.
+func (e *ZooKeeperEnsemble) URL() string {
+	addrs := make([]string, len(e.Members))
+	for i, s := range e.Members {
+		addrs[i] = s.Addr()
+	}
+	return "zk://" + strings.Join(addrs, ",")
+}
+
+// Leader returns the index in Members of the member that reports itself
+// leader, or -1 when none does (an election is under way). Members that do
+// not answer are skipped.
+func (e *ZooKeeperEnsemble) Leader(ctx context.Context) int {
+	for i, s := range e.Members {
+		if mode, err := ZooKeeperMode(ctx, s.Addr()); err == nil && mode == "leader" {
+			return i
+		}
+	}
+	return -1
+}
+
+// Terminate removes every member and the network.
+func (e *ZooKeeperEnsemble) Terminate(ctx context.Context) error {
+	var errs []error
+	for _, s := range e.Members {
+		if s != nil {
+			errs = append(errs, s.Terminate(ctx))
+		}
+	}
+	if e.network != nil {
+		errs = append(errs, e.network.Remove(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// removeOrphanEnsembleNetworks removes the ensemble networks of test
+// processes of this host that no longer run (their containers are gone by
+// then: see removeOrphans). Docker's address pools run out after a few dozen
+// networks.
+func removeOrphanEnsembleNetworks(ctx context.Context, cli *testcontainers.DockerClient) {
+	host, _ := os.Hostname()
+	list, err := cli.NetworkList(ctx, client.NetworkListOptions{
+		Filters: make(client.Filters).
+			Add("label", labelOwnerHost+"="+host).
+			Add("label", labelName+"="+ensembleLabel),
+	})
+	if err != nil {
+		return
+	}
+	for _, n := range list.Items {
+		pid, err := strconv.Atoi(n.Labels[labelOwnerPID])
+		if err != nil || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		_, _ = cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+	}
+}
