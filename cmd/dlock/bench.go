@@ -35,6 +35,12 @@ var containerBackends = []containerBackend{
 	{"memcached", func(ctx context.Context) (*testserver.Server, error) { return testserver.StartMemcached(ctx) },
 		func(a string) string { return "memcache://" + a }, benchtargets.Memcached},
 	{"postgres", testserver.StartPostgres, testserver.PostgresURL, postgresTarget},
+	{"zookeeper", testserver.StartZooKeeper, func(a string) string { return "zk://" + a + "/dlock-bench?session_timeout=4s" }, zookeeperTarget},
+}
+
+// zookeeperTarget: the project's ZooKeeper image caps sessions at 4 s.
+func zookeeperTarget(url string) (benchkit.Target, func(), error) {
+	return benchtargets.ZooKeeper(url, 4*time.Second), func() {}, nil
 }
 
 func postgresTarget(url string) (benchkit.Target, func(), error) {
@@ -50,6 +56,8 @@ func targetFor(rawURL string) (benchkit.Target, func(), error) {
 		return benchtargets.Memcached(rawURL)
 	case "postgres", "postgresql":
 		return postgresTarget(rawURL)
+	case "zk":
+		return benchtargets.ZooKeeper(rawURL, 10*time.Second), func() {}, nil // the driver's default session timeout
 	}
 	return benchtargets.Open(scheme(rawURL), rawURL), func() {}, nil
 }

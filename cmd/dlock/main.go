@@ -25,6 +25,7 @@ import (
 	_ "github.com/dlock-go/dlock/drivers/memory"
 	_ "github.com/dlock-go/dlock/drivers/postgres"
 	_ "github.com/dlock-go/dlock/drivers/redis"
+	_ "github.com/dlock-go/dlock/drivers/zookeeper"
 )
 
 // Exit statuses, besides the child's own for `dlock run`.

@@ -2,6 +2,7 @@ package benchtargets
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,4 +60,41 @@ func redisCommands(c *goredis.Client) uint64 {
 		n += v
 	}
 	return n
+}
+
+// RedLock is RedLock over the masters at addrs, opened from url (a
+// redlock:// URL of those masters; the redis driver must be imported). Raw
+// is SET NX PX then DEL on the first master alone: the cost of one server,
+// so that the ratio is RedLock's price over a single node. Requests are
+// counted on every master (a request fanned out to five masters counts
+// five). The returned func closes the raw clients.
+func RedLock(url string, addrs []string) (benchkit.Target, func(), error) {
+	if len(addrs) == 0 {
+		return benchkit.Target{}, nil, fmt.Errorf("benchtargets: RedLock with no masters")
+	}
+	var raws []*goredis.Client
+	for _, a := range addrs {
+		raws = append(raws, goredis.NewClient(&goredis.Options{Addr: a}))
+	}
+	closeAll := func() {
+		for _, c := range raws {
+			_ = c.Close()
+		}
+	}
+	t := Open("redlock", url)
+	t.Raw = func(ctx context.Context, key string) error {
+		if err := raws[0].SetArgs(ctx, key, "raw", goredis.SetArgs{Mode: "NX", TTL: 15 * time.Second}).Err(); err != nil {
+			return err
+		}
+		return raws[0].Del(ctx, key).Err()
+	}
+	var asked atomic.Uint64
+	t.Requests = func() uint64 {
+		var n uint64
+		for _, c := range raws {
+			n += redisCommands(c)
+		}
+		return n - asked.Add(1)*uint64(len(raws))
+	}
+	return t, closeAll, nil
 }
