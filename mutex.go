@@ -118,15 +118,25 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, mode driver.Mode) 
 			}
 		}
 	}
-	// Subscribe before the first try, so that a release between a failed
-	// try and the wait is not missed. Without it we still poll.
+	// When the previous head left with the lock, it is held: wait first.
+	// Otherwise try once before subscribing: the lock is usually free, and
+	// an uncontended Lock then costs no subscription (nor the notification
+	// of its own release).
+	if !q.held {
+		if l, err := m.attempt(ctx, mode, m.c.drv.TryAcquire); err == nil {
+			return l, nil
+		} else if !errors.Is(err, ErrLocked) && !errors.Is(err, errExpiredOnArrival) {
+			return nil, err
+		}
+	}
+	// Subscribe, then try again: a release between the failed try and the
+	// subscription would otherwise go unnoticed. Without it we still poll.
 	wakeups, err := m.c.subscription(ctx, q)
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 	backoff := newBackoff(m.cfg.pollMin, m.cfg.pollMax)
-	// When the previous head left with the lock, it is held: wait first.
-	try := !q.held
+	try := !q.held && wakeups != nil // with no subscription, we just tried: wait first
 	for {
 		var retryAfter time.Duration
 		if try {

@@ -106,62 +106,71 @@ func (r *renewer) fire() {
 
 // renew extends a batch of leases and schedules each one's next renewal.
 func (r *renewer) renew(batch []*lease) {
-	// A renewal that cannot finish before a deadline is useless, and Close
-	// must not wait for a hung backend. An attempt gets a third of the TTL,
-	// so that a hung one is retried, and reported by Uncertain, in time.
-	started := time.Now()
-	limit := started.Add(batch[0].renewInterval())
-	for _, l := range batch {
-		limit = earliest(limit, started.Add(l.renewInterval()), l.Deadline())
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), limit)
+	// Close must not wait for a hung backend.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stop := context.AfterFunc(r.c.closing, cancel)
 	defer stop()
 
-	errs := r.extend(ctx, batch)
+	errs, started := r.extend(ctx, batch)
 	for i, l := range batch {
-		if next, ok := l.confirm(started, errs[i]); ok {
+		if next, ok := l.confirm(started[i], errs[i]); ok {
 			r.schedule(l, time.Now().Add(next))
 		}
 	}
 }
 
+// attemptDeadline bounds one renewal attempt of l starting at start: an
+// attempt that cannot finish before the deadline is useless, and one gets a
+// third of the validity, so that a hung one is retried, and reported by
+// Uncertain, in time.
+func attemptDeadline(l *lease, start time.Time) time.Time {
+	return earliest(start.Add(l.renewInterval()), l.Deadline())
+}
+
 // extend extends every lease of the batch: in one call when the driver
-// batches, otherwise a few at a time.
-func (r *renewer) extend(ctx context.Context, batch []*lease) []error {
+// batches, otherwise a few at a time, each attempt bounded on its own. It
+// returns each lease's outcome and when its extension started.
+func (r *renewer) extend(ctx context.Context, batch []*lease) ([]error, []time.Time) {
+	errs := make([]error, len(batch))
+	started := make([]time.Time, len(batch))
 	if be, ok := r.c.drv.(driver.BatchExtender); ok {
+		start := time.Now()
+		limit := attemptDeadline(batch[0], start)
 		leases := make([]driver.Lease, len(batch))
 		ttls := make([]time.Duration, len(batch))
 		for i, l := range batch {
-			leases[i], ttls[i] = l.d, l.m.cfg.ttl
+			leases[i], ttls[i], started[i] = l.d, l.m.cfg.ttl, start
+			limit = earliest(limit, attemptDeadline(l, start))
 		}
+		bctx, cancel := context.WithDeadline(ctx, limit)
+		defer cancel()
 		r.c.tel.batches.Add(ctx, 1)
-		errs := be.ExtendBatch(ctx, leases, ttls)
-		if len(errs) == len(batch) {
-			return errs
+		if got := be.ExtendBatch(bctx, leases, ttls); len(got) == len(batch) {
+			return got, started
 		}
 		// A driver that breaks the contract fails every lease of the batch,
 		// rather than the core guessing which ones it renewed.
-		errs = make([]error, len(batch))
 		for i := range errs {
 			errs[i] = errBatchMismatch
 		}
-		return errs
+		return errs, started
 	}
 	r.c.tel.batches.Add(ctx, int64(len(batch)))
-	errs := make([]error, len(batch))
 	sem := make(chan struct{}, extendParallelism)
 	var wg sync.WaitGroup
 	for i, l := range batch {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			errs[i] = l.d.Extend(ctx, l.m.cfg.ttl)
+			started[i] = time.Now()
+			lctx, cancel := context.WithDeadline(ctx, attemptDeadline(l, started[i]))
+			defer cancel()
+			errs[i] = l.d.Extend(lctx, l.m.cfg.ttl)
 		})
 	}
 	wg.Wait()
-	return errs
+	return errs, started
 }
 
 // retryDelay is how soon a failed renewal is tried again: a tenth of the TTL,
