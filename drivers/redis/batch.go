@@ -27,24 +27,60 @@ func (d *Driver) ExtendBatch(ctx context.Context, leases []driver.Lease, ttls []
 		}
 		return errs
 	}
-	for start := 0; start < len(leases); start += batchSize {
-		end := min(start+batchSize, len(leases))
-		d.extendChunk(ctx, leases[start:end], ttls[start:end], errs[start:end])
+	var items []extension
+	var at []int // index in leases of each item
+	for i, dl := range leases {
+		l, ok := dl.(*lease)
+		if !ok || l.d != d {
+			errs[i] = errForeignLease
+			continue
+		}
+		items = append(items, extension{names: l.names, id: l.id, ttl: ttls[i]})
+		at = append(at, i)
+	}
+	for j, r := range extendPipelined(ctx, d.client, items) {
+		i := at[j]
+		switch {
+		case r.err != nil:
+			errs[i] = d.opErr(r.err)
+		case !r.ok:
+			errs[i] = driver.ErrNotHeld
+		default:
+			leases[i].(*lease).validity.Store(int64(ttls[i]))
+		}
 	}
 	return errs
 }
 
-func (d *Driver) extendChunk(ctx context.Context, leases []driver.Lease, ttls []time.Duration, errs []error) {
-	cmds := make([]*goredis.Cmd, len(leases))
+// extension is one hold to extend in a pipeline, and outcome its result.
+type extension struct {
+	names names
+	id    string
+	ttl   time.Duration
+}
+
+type outcome struct {
+	ok  bool
+	err error
+}
+
+// extendPipelined runs the extend script for every item on one server, in
+// pipelines of batchSize, and returns each item's outcome.
+func extendPipelined(ctx context.Context, c goredis.UniversalClient, items []extension) []outcome {
+	out := make([]outcome, len(items))
+	for start := 0; start < len(items); start += batchSize {
+		end := min(start+batchSize, len(items))
+		extendChunk(ctx, c, items[start:end], out[start:end])
+	}
+	return out
+}
+
+func extendChunk(ctx context.Context, c goredis.UniversalClient, items []extension, out []outcome) {
+	cmds := make([]*goredis.Cmd, len(items))
 	pipeline := func(byHash bool) {
-		_, _ = d.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i, dl := range leases {
-				l, ok := dl.(*lease)
-				if !ok || l.d != d {
-					errs[i] = errForeignLease
-					continue
-				}
-				keys, args := []string{l.names.lock}, []any{l.id, millis(ttls[i])}
+		_, _ = c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, it := range items {
+				keys, args := []string{it.names.lock}, []any{it.id, millis(it.ttl)} // as extend does
 				if byHash {
 					cmds[i] = extendScript.EvalSha(ctx, p, keys, args...)
 				} else {
@@ -57,24 +93,15 @@ func (d *Driver) extendChunk(ctx context.Context, leases []driver.Lease, ttls []
 	pipeline(true)
 	// After a restart the server has forgotten the script: send it in full.
 	// Extending twice is harmless, so the whole chunk simply goes again.
-	for _, c := range cmds {
-		if c != nil && goredis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+	for _, cmd := range cmds {
+		if goredis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 			pipeline(false)
 			break
 		}
 	}
-	for i, c := range cmds {
-		if c == nil {
-			continue
-		}
-		switch ok, err := c.Int64(); {
-		case err != nil:
-			errs[i] = d.opErr(err)
-		case ok != 1:
-			errs[i] = driver.ErrNotHeld
-		default:
-			leases[i].(*lease).validity.Store(int64(ttls[i]))
-		}
+	for i, cmd := range cmds {
+		ok, err := cmd.Int64()
+		out[i] = outcome{ok: err == nil && ok == 1, err: err}
 	}
 }
 

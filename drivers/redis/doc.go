@@ -1,7 +1,9 @@
-// Package redis is dlock's driver for a single Redis server (5.0 or later;
-// tested with 7.0).
+// Package redis is dlock's driver for Redis (5.0 or later; tested with 7.0):
+// a single server or a Redis Cluster ([Driver]; a Cluster needs 7.0), and
+// RedLock over several independent masters ([RedLock]).
 //
-// Importing it registers the URL schemes "redis" and "rediss" (TLS) with
+// Importing it registers the URL schemes "redis" and "rediss" (TLS),
+// "redis+cluster" and "rediss+cluster", and "redlock" and "redlocks", with
 // dlock.Open:
 //
 //	import _ "github.com/dlock-go/dlock/drivers/redis"
@@ -17,20 +19,47 @@
 //	client, err := dlock.New(d)
 //
 // Every operation is one Lua script (EVALSHA, falling back to EVAL), so each
-// is atomic on the server and costs one round trip.
+// is atomic on the server and costs one round trip (on a RedLock, one round
+// trip to every master at once, and two for an acquisition).
 //
 // # Capabilities
 //
-// Exclusive locks, fencing tokens and release notifications
-// (driver.Notifier, by Redis pub/sub), and the backend's key and TTL rules
-// (driver.Validator). Read-write locks and reentrant locks are not
-// implemented: the driver does not implement driver.Featurer, so dlock
-// refuses them with an error wrapping errors.ErrUnsupported. There is no
-// server-side waiting queue (driver.Blocker): waiters are woken by the
-// release's PUBLISH and retry, and the core polls beside the notifications,
-// so a lost message costs latency, never correctness. A lock that expires
-// instead of being released publishes nothing; the core's polling never
-// sleeps past the holder's remaining TTL, which TryAcquire reports.
+// Exclusive locks, read-write locks and reentrant locks (driver.Featurer),
+// fencing tokens, release notifications (driver.Notifier, by Redis pub/sub),
+// batched renewal (driver.BatchExtender, by pipelining), inspection
+// (driver.Inspector) and the backend's key and TTL rules
+// (driver.Validator). There is no server-side waiting queue
+// (driver.Blocker): waiters are woken by the release's PUBLISH and retry,
+// and the core polls beside the notifications, so a lost message costs
+// latency, never correctness. A lock that expires instead of being released
+// publishes nothing; the core's polling never sleeps past the holder's
+// remaining TTL, which TryAcquire reports.
+//
+// Reentrant locks follow the owner → count design of a Redis hash, with one
+// field per entry instead of a count: a request whose Owner already holds
+// the lock in the same mode enters again at once, from any client, with the
+// same fencing token (a re-entry is not a new grant); every entry is a lease
+// of its own, renewed and expiring on its own, and the lock is free when the
+// last entry is released or has expired. A release by anyone else changes
+// nothing and returns ErrNotHeld. An owner cannot change mode while it
+// holds the lock: its write request is refused while it reads (an upgrade
+// would wait for itself), and its read request while it writes.
+//
+// Read-write locks give every reader a field of its own, with its own expiry
+// (the single `read` field of the well-known hash design lets one reader
+// erase another's). The write lock is the exclusive lock: a Mutex and an
+// RWMutex's Lock on one key exclude each other. Writers are preferred: a
+// writer refused because readers hold the lock marks the lock, and new
+// readers are refused until the writer gets in, so a stream of readers
+// cannot starve it. The mark lasts the writer's TTL, at most 1 s; a waiting
+// writer renews it at every attempt (the refusal tells the core to come
+// back within a third of it), and the writer's grant clears it. Readers
+// that re-enter as an owner already reading pass the mark, since the
+// writer waits for them. A writer that gives up (a refused TryLock, a
+// cancelled Lock) leaves its mark to lapse: new readers may then be refused
+// for up to that 1 s although no writer waits. This is the one way a
+// refused TryAcquire leaves something behind (driver.Driver asks for
+// nothing); it never holds the lock, and it is bounded.
 //
 // Each Driver keeps one pub/sub connection, opened on the first Subscribe and
 // shared by every key it watches; it subscribes a key's channel for its first
@@ -44,17 +73,39 @@
 // its channels resubscribed) when it breaks; one that dies silently, with no
 // reset from the peer, is found by TCP keep-alive, and waiters poll meanwhile.
 //
+// On a Redis Cluster ([New] over a *goredis.ClusterClient, or a
+// redis+cluster:// URL) every name of a lock shares one hash slot (see
+// "Keys"), so each script runs on the one master that owns it; go-redis's
+// ClusterClient finds that master and follows MOVED and ASK redirections,
+// and pipelined renewals are split by node. Notifications use sharded
+// pub/sub: the release script publishes with SPUBLISH, which reaches the
+// lock's shard only (a PUBLISH would be broadcast to every node of the
+// cluster), and waiters SSUBSCRIBE there. A sharded connection serves the
+// slots of one node, so each watched channel has a pub/sub connection of
+// its own (still shared by the Driver's waiters for that key, and kept for
+// the same 2 s linger); when the server ends a subscription because its
+// slot moved, or a subscription reaches a node that no longer owns it, the
+// channel is subscribed again on the slot's new master. Inspect counts
+// waiters on that master (PUBSUB SHARDNUMSUB).
+//
 // # Guarantees
 //
-// A lock is the key written by SET NX PX with a value of 128 random bits (the
-// request ID); Extend and Release act only when that value is still there, so
-// a holder whose lease expired never extends or deletes the next holder's
-// lock. TTLs are rounded up to whole milliseconds (Redis PX), so a lease is
-// never shorter than asked.
+// A lock is one hash, whose holds (a grant, a reentrant entry, a reader) are
+// fields named by the request ID, 128 random bits: Extend and Release act
+// only on the field of their own request, in one script, so a holder whose
+// lease expired never extends or deletes the next holder's lock. Each hold
+// carries its expiry, from the server's clock; the scripts ignore and prune
+// holds past it, and the key itself expires with its latest hold. TTLs are
+// rounded up to whole milliseconds, so a lease is never shorter than asked.
+// Hold expiries are read from the server's wall clock (TIME), as Redis's own
+// key expiries are: a server clock stepping forward ends leases early (the
+// holder learns of it at its next renewal), one stepping back lengthens
+// them.
 //
 // Fencing tokens come from a counter key per lock, stored without expiry and
-// advanced in the same script as the grant, to max(counter+1, the server's
-// clock in microseconds since 1970). They therefore strictly increase per
+// advanced in the same script as each new grant (a writer's, or each
+// reader's; not a re-entry), to max(counter+1, the server's clock in
+// microseconds since 1970). They therefore strictly increase per
 // grant for as long as Redis keeps the counter, and keep increasing across a
 // restart that lost the data (no persistence, FLUSHALL, an evicted counter
 // key) as long as the server's clock did not step back meanwhile. Tokens are
@@ -65,23 +116,88 @@
 // With an allkeys-* eviction policy Redis may evict counters; tokens then
 // rise by the clock alone, as after a restart.
 //
-// The lock lives on one server. If that server fails over to a replica,
-// replication is asynchronous: a grant or a counter advance that had not
-// reached the replica is lost, so a second client may be granted the same
-// lock while the first still holds it, with a token that the replica's clock
-// keeps from going backwards only if it is not behind the old primary's.
-// Restarts without persistence free every lock at once, and holders learn of
-// it at their next renewal. Use several independent servers (RedLock, a
-// later version of this driver) or a consensus backend when that window
-// matters, and check fencing tokens at the resource either way.
+// The lock lives on one server: the single server, or on a Cluster the
+// master that owns its slot. If that server fails over to a replica (by
+// Sentinel, or by the Cluster promoting a replica), replication is
+// asynchronous: a grant, renewal or counter advance that the master
+// acknowledged but had not yet sent to the replica is lost. The window is
+// the replication lag at the moment of the failure (usually well under a
+// millisecond, unbounded under load or a slow link); a client that was
+// granted the lock in it no longer holds it on the promoted replica, so a
+// second client may be granted the same lock while the first still acts on
+// it, until the first learns of the loss at its next renewal (at most a
+// third of the TTL later). dlock does not use WAIT, which would narrow that
+// window (not close it) at the cost of a round trip to the replicas per
+// grant. Fencing tokens survive the failover as long as the promoted
+// replica's clock is not behind the old master's by more than the time the
+// failover took (seconds: a Cluster waits cluster-node-timeout, 15 s by
+// default): the counter then restarts from the replica's clock, above every
+// lost token. Restarts without persistence free every lock at once, and
+// holders learn of it at their next renewal. Use several independent servers (RedLock, below)
+// or a consensus backend when that window matters, and check fencing tokens
+// at the resource either way.
+//
+// # RedLock
+//
+// [RedLock] holds a lock on a majority (N/2+1) of N independent masters,
+// each with the same scripts and layout as a single server, so it has the
+// same capabilities (read-write, reentrant, notifications, batched renewal,
+// inspection). An acquisition sends the acquire script to every master at
+// once, each request bounded by a per-master timeout far below the TTL
+// ([WithNodeTimeout]; default a tenth of the TTL, from 2 ms to 100 ms), so a
+// master that is down or hung costs little of the lease. It succeeds only
+// with a majority of grants and only if validity is left: TTL − elapsed −
+// drift > 0, the drift being 1% of the TTL plus 2 ms. Otherwise the request
+// is released on every master (one that timed out may have applied it) and
+// refused: with ErrLocked when masters refused it because another owner
+// holds the lock there, and otherwise with an error naming the masters'
+// failures, or saying that the validity ran out (a TTL too short for the
+// masters fails loudly instead of waiting forever).
+// Extension succeeds with a majority within the validity, and reports
+// ErrNotHeld once so many masters refuse it that no majority can hold it;
+// release removes the hold everywhere. The lease's Validity is the TTL
+// counted from the start of the call, as the core counts it: the time the
+// masters took is thereby subtracted, and the core also subtracts the drift
+// allowance, so the loss signal fires by TTL − elapsed − drift after the
+// reply. Waiters subscribe on every master and are woken by the first
+// release message from any of them.
+//
+// Fencing tokens across masters. Each master has its own counter, so the
+// highest token of one majority says nothing by itself about the next,
+// which may be granted by other masters. RedLock therefore acquires in two
+// phases: the token T is the highest the granting majority issued, and it
+// is written back (each granting master's counter raised to T) before the
+// grant is reported, acknowledged by a majority. Any later majority shares a
+// master with that one, whose counter is at least T, and so issues more
+// than T: tokens strictly increase across grants, on any masters, for as
+// long as no master loses its counter. A re-entry keeps the token of the
+// entry it joins. The second phase costs one more round trip per
+// acquisition (in parallel on the granting masters); renewal and release
+// cost one.
+//
+// What RedLock cannot promise. It is safe only under timing assumptions: the
+// masters' clocks must run at nearly the same rate (the drift allowance),
+// and a holder must not act after its deadline (the core's loss signal; a
+// process paused past it is what fencing tokens are for). A master that
+// restarts without persistence forgets its holds and its counter: a lock
+// held by a bare majority that includes it can then be granted to a second
+// client, and the master's counter restarts from its clock, below T if its
+// clock is behind the highest token issued. dlock cannot prevent that from
+// the client; run the masters with appendfsync always, or keep a restarted
+// master out for one maximum TTL (the "delayed restart" of the RedLock
+// description), and check tokens at the resource. A master is never
+// counted twice: Open refuses a list that names one server twice (same
+// host and port, "localhost" and loopback addresses alike, names resolved)
+// and compares the servers' run IDs; [NewRedLock] compares addresses.
 //
 // # Keys
 //
 // A dlock key K is a byte string (the core limits it to 1 to 1024 bytes; this
 // driver accepts every such key). The driver stores one lock under three
-// Redis names, whose common hash tag keeps them in one Cluster hash slot:
+// Redis names, whose common hash tag keeps them in one Cluster hash slot
+// (the channel included: sharded pub/sub hashes channel names as keys):
 //
-//	PREFIX{T}           the lock: a string holding the holder's request ID
+//	PREFIX{T}           the lock: a hash (see below)
 //	PREFIX{T}:fence     the fencing counter
 //	PREFIX{T}:released  the pub/sub channel the release publishes on
 //
@@ -95,10 +211,24 @@
 // without those three bytes appear unchanged, which keeps them readable in
 // redis-cli: "reports/nightly" is stored as "dlock:{reports/nightly}".
 //
+// The lock hash has a field "mode" ("x" exclusive, "s" shared) while held,
+// one field "h:ID" per hold whose value is "EXPIRY TOKEN OWNER" (EXPIRY in
+// milliseconds of the server's clock, OWNER the reentrant owner, possibly
+// empty), and a field "wait" while a writer keeps new readers out. A value
+// of another shape at the lock's name (a string written by an older version
+// of this driver, or by an operator) is treated as a lock held by a
+// stranger: refused, never overwritten, extended or deleted. Older versions
+// likewise see a hash as held, so old and new clients exclude each other
+// during an upgrade, and share the fencing counter.
+//
 // # URLs
 //
 //	redis://[[user]:password@]host[:port][/db][?option=value&...]
 //	rediss://...   (TLS)
+//	redis+cluster://[[user]:password@]host1[:port],host2[:port],...[/][?option=value&...]
+//	rediss+cluster://...   (TLS)
+//	redlock://[[user]:password@]host1[:port],host2[:port],...[/db][?option=value&...]
+//	redlocks://... (TLS)
 //
 // The URL is parsed by go-redis's ParseURL, so its query options (dial_timeout,
 // read_timeout, pool_size, max_retries, skip_verify, ...) apply. The host
@@ -110,4 +240,19 @@
 // context deadlines (go-redis's ContextTimeoutEnabled), and the Driver closes
 // it on Close. Errors about the URL wrap dlock.ErrInvalidURL and never contain
 // the password.
+//
+// A Cluster URL names some of the cluster's nodes, comma-separated (or as
+// addr=host:port parameters): go-redis discovers the others from them. It
+// has no database (a Cluster has database 0 only, so "/0" is accepted and
+// nothing else), and takes go-redis's cluster options (dial_timeout,
+// read_timeout, max_redirects, ...; see its ParseClusterURL) and key_prefix.
+// Open pings the cluster.
+//
+// A RedLock URL lists its masters, comma-separated, in place of the host;
+// the credentials, database and query options apply to each of them.
+// Masters may also be given as addr=host:port parameters, which is the way
+// to give IPv6 masters (net/url refuses a list of bracketed addresses). Its
+// own options are key_prefix and node_timeout (a Go duration, as
+// [WithNodeTimeout]). Open succeeds when a majority of the masters answer,
+// and refuses masters that are the same server (see "RedLock").
 package redis

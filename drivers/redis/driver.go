@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"sync/atomic"
 	"time"
@@ -13,20 +12,26 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// Driver is a dlock driver over one Redis server. It implements
-// driver.Driver, driver.Notifier and driver.Validator. Make it with [New]
-// over a go-redis client, or through dlock.Open with a "redis://" or
-// "rediss://" URL. It is safe for concurrent use.
+// Driver is a dlock driver over one Redis server or a Redis Cluster. It
+// implements driver.Driver, driver.Featurer (read-write and reentrant
+// locks), driver.Notifier, driver.Validator, driver.BatchExtender and
+// driver.Inspector. Make it with [New] over a go-redis client, or through
+// dlock.Open with a "redis://", "rediss://", "redis+cluster://" or
+// "rediss+cluster://" URL. It is safe for concurrent use.
 type Driver struct {
 	client goredis.UniversalClient
 	owned  bool // the client was made from a URL, so Close closes it
 	prefix string
-	closed atomic.Bool
-	notify *notifier
+	// publish is the command the release script publishes with: PUBLISH,
+	// or SPUBLISH on a Cluster, where a PUBLISH would reach every node.
+	publish string
+	closed  atomic.Bool
+	notify  *notifier
 }
 
 var (
 	_ driver.Driver    = (*Driver)(nil)
+	_ driver.Featurer  = (*Driver)(nil)
 	_ driver.Notifier  = (*Driver)(nil)
 	_ driver.Validator = (*Driver)(nil)
 )
@@ -35,10 +40,12 @@ var (
 // does not close it. Each Driver is an independent lock client, even when
 // several share one go-redis client.
 //
-// client should be a single-node client (*goredis.Client, or a failover
-// client); Cluster support comes later. Setting ContextTimeoutEnabled on it
-// lets the contexts of dlock's calls bound the commands they send, as the
-// clients dlock.Open makes do.
+// client is a single-node client (*goredis.Client, or a failover client
+// from Sentinel), or a *goredis.ClusterClient: on a Cluster the driver
+// publishes and subscribes with sharded pub/sub (SPUBLISH, SSUBSCRIBE;
+// Redis 7.0 or later), and go-redis follows MOVED and ASK redirections.
+// Setting ContextTimeoutEnabled on it lets the contexts of dlock's calls
+// bound the commands they send, as the clients dlock.Open makes do.
 func New(client goredis.UniversalClient, opts ...Option) (*Driver, error) {
 	if client == nil {
 		return nil, errors.New("redis: New with a nil client")
@@ -56,11 +63,16 @@ func New(client goredis.UniversalClient, opts ...Option) (*Driver, error) {
 }
 
 func newDriver(client goredis.UniversalClient, owned bool, o options) *Driver {
+	publish := "PUBLISH"
+	if _, ok := client.(*goredis.ClusterClient); ok {
+		publish = "SPUBLISH" // to the lock's shard only
+	}
 	return &Driver{
-		client: client,
-		owned:  owned,
-		prefix: o.prefix,
-		notify: newNotifier(client),
+		client:  client,
+		owned:   owned,
+		prefix:  o.prefix,
+		publish: publish,
+		notify:  newNotifier(client),
 	}
 }
 
@@ -73,29 +85,32 @@ func (d *Driver) ValidateKey(string) error { return nil }
 // the lock is never held for less than asked.
 func (d *Driver) ValidateTTL(time.Duration) error { return nil }
 
-// TryAcquire takes the lock req.Key for req.ID with one script: SET NX PX and,
-// only when that succeeds, a new fencing token. When another owner holds the
-// lock it returns a *driver.LockedError with the holder's remaining TTL.
+// Features reports read-write and reentrant locks: see "Capabilities" in
+// the package documentation.
+func (d *Driver) Features() driver.Features {
+	return driver.Features{Shared: true, Reentrant: true}
+}
+
+// TryAcquire takes the lock req.Key for req.ID with one script: in req.Mode,
+// entering it again when req.Owner already holds it in that mode, and with a
+// new fencing token for every new grant. When another owner holds the lock
+// it returns a *driver.LockedError with the time the holder's lease still
+// runs.
 //
 // When the script's outcome is unknown (ctx ended or the connection failed
-// after it was sent), it may have been applied: the lock is then released by
+// after it was sent), it may have been applied: the hold is then released by
 // req.ID, with a context that outlives ctx but not the TTL, before the error
-// is returned, so that no lock is left behind.
+// is returned, so that nothing is left behind.
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	if err := d.enter(ctx); err != nil {
 		return nil, err
 	}
-	if req.Mode != driver.Exclusive || req.Owner != "" {
-		// The core never sends these without Featurer; refuse rather than
-		// grant a lock that would not exclude the way it was asked to.
-		return nil, fmt.Errorf("redis: %s and reentrant locks are %w by this driver", req.Mode, errors.ErrUnsupported)
-	}
 	n := namesOf(d.prefix, req.Key)
-	res, err := acquireScript.Run(ctx, d.client, []string{n.lock, n.fence}, req.ID, millis(req.TTL)).Int64Slice()
+	g, err := acquire(ctx, d.client, n, req)
 	if err != nil {
 		if mayHaveApplied(err) && !d.closed.Load() {
 			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.TTL)
-			_, _ = release(cleanup, d.client, n, req.ID)
+			_, _ = release(cleanup, d.client, n, req.ID, d.publish)
 			cancel()
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -103,13 +118,10 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 		}
 		return nil, d.opErr(err)
 	}
-	if len(res) != 2 {
-		return nil, fmt.Errorf("redis: acquire script returned %d values, want 2", len(res))
+	if !g.ok {
+		return nil, &driver.LockedError{RetryAfter: g.retry}
 	}
-	if res[0] != 1 {
-		return nil, &driver.LockedError{RetryAfter: time.Duration(max(res[1], 0)) * time.Millisecond}
-	}
-	l := &lease{d: d, names: n, id: req.ID, token: uint64(res[1])}
+	l := &lease{d: d, names: n, id: req.ID, token: g.token}
 	l.validity.Store(int64(req.TTL))
 	return l, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,24 +29,74 @@ func mustAcquire(t *testing.T, d *Driver, req driver.Request) driver.Lease {
 	return l
 }
 
-// holderOf returns what the lock key of key holds on the server ("" when
-// there is none) and its remaining TTL.
+// holderOf returns the request ID of the only hold of key's lock on the
+// server ("" when there is none; the value itself when a stranger wrote a
+// string there) and the lock key's remaining TTL. It fails the test when the
+// lock has several holds.
 func holderOf(t *testing.T, rdb *goredis.Client, prefix, key string) (string, time.Duration) {
+	t.Helper()
+	holds := holdsOf(t, rdb, prefix, key)
+	if len(holds) > 1 {
+		t.Fatalf("lock of %q has %d holds, want at most one", key, len(holds))
+	}
+	for id := range holds {
+		ttl, err := rdb.PTTL(ctxFor(t), namesOf(prefix, key).lock).Result()
+		if err != nil {
+			t.Fatalf("PTTL: %v", err)
+		}
+		return id, ttl
+	}
+	return "", 0
+}
+
+// hold is one h:ID field of a lock hash, decoded.
+type hold struct {
+	expiry int64 // ms of the server clock
+	token  uint64
+	owner  string
+}
+
+// holdsOf returns the holds stored in key's lock hash, expired ones
+// included, by request ID; a stranger's string value is returned as one
+// hold named by the value.
+func holdsOf(t *testing.T, rdb *goredis.Client, prefix, key string) map[string]hold {
 	t.Helper()
 	ctx := ctxFor(t)
 	n := namesOf(prefix, key)
-	v, err := rdb.Get(ctx, n.lock).Result()
-	if errors.Is(err, goredis.Nil) {
-		return "", 0
-	}
+	typ, err := rdb.Type(ctx, n.lock).Result()
 	if err != nil {
-		t.Fatalf("GET %q: %v", n.lock, err)
+		t.Fatalf("TYPE %q: %v", n.lock, err)
 	}
-	ttl, err := rdb.PTTL(ctx, n.lock).Result()
+	switch typ {
+	case "none":
+		return nil
+	case "string":
+		v, err := rdb.Get(ctx, n.lock).Result()
+		if err != nil {
+			t.Fatalf("GET %q: %v", n.lock, err)
+		}
+		return map[string]hold{v: {}}
+	}
+	fields, err := rdb.HGetAll(ctx, n.lock).Result()
 	if err != nil {
-		t.Fatalf("PTTL %q: %v", n.lock, err)
+		t.Fatalf("HGETALL %q: %v", n.lock, err)
 	}
-	return v, ttl
+	holds := map[string]hold{}
+	for f, v := range fields {
+		id, ok := strings.CutPrefix(f, "h:")
+		if !ok {
+			continue
+		}
+		exp, rest, _ := strings.Cut(v, " ")
+		tok, owner, _ := strings.Cut(rest, " ")
+		e, err1 := strconv.ParseInt(exp, 10, 64)
+		k, err2 := strconv.ParseUint(tok, 10, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("hold %q = %q does not parse", f, v)
+		}
+		holds[id] = hold{expiry: e, token: k, owner: owner}
+	}
+	return holds
 }
 
 // waken waits up to d for a value on s's channel.
@@ -139,26 +190,32 @@ func TestTokensIncrease(t *testing.T) {
 	}
 }
 
-// The acquire script grants again to the same request ID: that is what makes
-// a go-redis resend, after a connection error that lost the first reply,
-// return the grant instead of ErrLocked with the lock left behind.
+// The acquire script grants again to the same request ID, with the same
+// token: that is what makes a go-redis resend, after a connection error that
+// lost the first reply, return the grant instead of ErrLocked with the lock
+// left behind.
 func TestAcquireResendIsGranted(t *testing.T) {
 	rdb := newRDB(t)
 	n := namesOf(DefaultKeyPrefix, testKey(t))
-	id := newID()
-	run := func() []int64 {
-		res, err := acquireScript.Run(ctxFor(t), rdb, []string{n.lock, n.fence}, id, "5000").Int64Slice()
+	for _, mode := range []driver.Mode{driver.Exclusive, driver.Shared} {
+		req := driver.Request{Key: "unused", ID: newID(), TTL: 5 * time.Second, Mode: mode}
+		first, err := acquire(ctxFor(t), rdb, n, req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res
-	}
-	first, again := run(), run()
-	if first[0] != 1 || again[0] != 1 || again[1] <= first[1] {
-		t.Fatalf("acquire then resend = %v, %v; want two grants with rising tokens", first, again)
-	}
-	if ok, err := release(ctxFor(t), rdb, n, id); !ok || err != nil {
-		t.Fatalf("release: %v %v", ok, err)
+		again, err := acquire(ctxFor(t), rdb, n, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !first.ok || !again.ok || again.token != first.token {
+			t.Fatalf("%s acquire then resend = %+v, %+v; want one grant, granted twice", mode, first, again)
+		}
+		if ok, err := release(ctxFor(t), rdb, n, req.ID, "PUBLISH"); !ok || err != nil {
+			t.Fatalf("release: %v %v", ok, err)
+		}
+		if ok, err := release(ctxFor(t), rdb, n, req.ID, "PUBLISH"); ok || err != nil {
+			t.Fatalf("second release of a resent grant: %v %v, want nothing released", ok, err)
+		}
 	}
 }
 
@@ -487,15 +544,12 @@ func TestCoreOverDriver(t *testing.T) {
 	}
 	defer c2.Close(context.Background())
 
-	// Capabilities this driver lacks are refused by the core.
-	if _, err := c1.RWMutex(testKey(t)); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("RWMutex: got %v, want ErrUnsupported", err)
+	// The core finds read-write and reentrant locks.
+	if _, err := c1.RWMutex(testKey(t)); err != nil {
+		t.Errorf("RWMutex: %v", err)
 	}
-	if _, err := c1.Mutex(testKey(t), dlock.WithOwner("me")); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("WithOwner: got %v, want ErrUnsupported", err)
-	}
-	if _, err := newTestDriver(t, rdb).TryAcquire(ctxFor(t), driver.Request{Key: "k", ID: newID(), TTL: time.Second, Mode: driver.Shared}); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("driver TryAcquire of a shared lock: got %v, want ErrUnsupported", err)
+	if _, err := c1.Mutex(testKey(t), dlock.WithOwner("me")); err != nil {
+		t.Errorf("WithOwner: %v", err)
 	}
 
 	key := testKey(t)

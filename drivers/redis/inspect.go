@@ -3,7 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
-	"strconv"
+	"fmt"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -11,36 +11,70 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// Inspect describes the lock on key in one pipelined round trip: its holder's
-// request ID, the time left, the latest fencing token, and how many clients
-// are subscribed to its release channel (waiting, or lingering for up to 2 s
-// after their last waiter left).
+// Inspect describes the lock on key in one pipelined round trip: its mode
+// and number of holds, the holder (the reentrant owner, or the request ID;
+// empty when several readers hold it), the highest fencing token of the
+// holds (the latest issued when free), the time left on the latest hold,
+// and how many clients are subscribed to its release channel (waiting, or
+// lingering for up to 2 s after their last waiter left). A key held by a
+// stranger (another type, or an older layout) is reported held by an
+// unknown owner, with its PTTL.
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	if err := d.enter(ctx); err != nil {
 		return driver.Info{}, err
 	}
 	n := namesOf(d.prefix, key)
-	var owner *goredis.StringCmd
-	var pttl *goredis.DurationCmd
-	var fence *goredis.StringCmd
+	if cc, ok := d.client.(*goredis.ClusterClient); ok {
+		// The script goes to the lock's slot, the count to its shard.
+		state := inspectScript.Eval(ctx, cc, []string{n.lock, n.fence})
+		if err := state.Err(); err != nil {
+			return driver.Info{}, d.opErr(err)
+		}
+		waiters, err := clusterNumSub(ctx, cc, n.channel)
+		if err != nil {
+			return driver.Info{}, d.opErr(err)
+		}
+		return infoOf(state, waiters)
+	}
+	var state *goredis.Cmd
 	var subs *goredis.MapStringIntCmd
 	_, err := d.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		owner = p.Get(ctx, n.lock)
-		pttl = p.PTTL(ctx, n.lock)
-		fence = p.Get(ctx, n.fence)
+		// EVAL, not EVALSHA: a pipeline cannot fall back, and inspection
+		// is an operator's tool, not a hot path.
+		state = inspectScript.Eval(ctx, p, []string{n.lock, n.fence})
 		subs = p.PubSubNumSub(ctx, n.channel)
 		return nil
 	})
 	if err != nil && !errors.Is(err, goredis.Nil) {
 		return driver.Info{}, d.opErr(err)
 	}
-	info := driver.Info{Waiters: int(subs.Val()[n.channel])}
-	info.Token, _ = strconv.ParseUint(fence.Val(), 10, 64)
-	if id, err := owner.Result(); err == nil {
-		info.Held, info.Holders, info.Owner = true, 1, id
-		if ttl := pttl.Val(); ttl > 0 {
-			info.TTL = ttl.Round(time.Millisecond)
-		}
+	return infoOf(state, int(subs.Val()[n.channel]))
+}
+
+// infoOf turns the inspect script's reply into an Info.
+func infoOf(state *goredis.Cmd, waiters int) (driver.Info, error) {
+	v, err := state.Slice()
+	if err != nil {
+		return driver.Info{}, err
+	}
+	if len(v) != 5 {
+		return driver.Info{}, fmt.Errorf("redis: inspect script returned %d values, want 5", len(v))
+	}
+	kind, _ := v[0].(string)
+	holders, _ := v[1].(int64)
+	holder, _ := v[2].(string)
+	token, _ := v[3].(int64)
+	ms, _ := v[4].(int64)
+	info := driver.Info{Waiters: waiters, Token: uint64(max(token, 0))}
+	if kind == "free" {
+		return info, nil
+	}
+	info.Held, info.Holders, info.Owner = true, int(holders), holder
+	if kind == "s" {
+		info.Mode = driver.Shared
+	}
+	if ms > 0 {
+		info.TTL = time.Duration(ms) * time.Millisecond
 	}
 	return info, nil
 }

@@ -3,9 +3,10 @@ package redis
 import "strings"
 
 // names are the Redis names of one lock. They share the hash tag "{T}", so
-// a later Cluster version can run one script on all of them.
+// that on a Cluster they live in one slot: one script can use them all, and
+// the channel's shard is the lock's.
 type names struct {
-	lock    string // the lock itself: a string holding the holder's ID
+	lock    string // the lock itself: a hash of its holds (see scripts.go)
 	fence   string // the fencing counter, kept without expiry
 	channel string // where Release publishes, for the key's waiters
 }

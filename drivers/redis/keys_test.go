@@ -186,7 +186,7 @@ func TestOptions(t *testing.T) {
 	if _, err := New(nil); err == nil {
 		t.Error("New(nil): want an error")
 	}
-	if _, ok := any(d).(driver.Featurer); ok {
-		t.Error("Driver implements Featurer; read-write and reentrant locks are not implemented")
+	if f, ok := any(d).(driver.Featurer); !ok || f.Features() != (driver.Features{Shared: true, Reentrant: true}) {
+		t.Error("Driver does not report read-write and reentrant locks")
 	}
 }

@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -10,8 +12,8 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// lease is one lock held on Redis: the lock key holds id until it expires,
-// is released, or someone tampers with it.
+// lease is one hold on Redis: the field h:ID of the lock hash, there until
+// it expires, is released, or someone tampers with the lock.
 type lease struct {
 	d        *Driver
 	names    names
@@ -22,7 +24,8 @@ type lease struct {
 
 var _ driver.Lease = (*lease)(nil)
 
-// Token returns the fencing token the acquire script issued.
+// Token returns the fencing token of the grant: the acquire script issued
+// it, or, for a reentrant entry, the entry it joined.
 func (l *lease) Token() uint64 { return l.token }
 
 // Validity returns the TTL of the latest grant or extension: Redis promised
@@ -30,30 +33,31 @@ func (l *lease) Token() uint64 { return l.token }
 // script, which is after the call started.
 func (l *lease) Validity() time.Duration { return time.Duration(l.validity.Load()) }
 
-// Extend pushes the lock's expiry to ttl from now, if the lock still holds
-// this lease's ID; otherwise it changes nothing and returns ErrNotHeld.
+// Extend pushes this hold's expiry to ttl from now, if it is still there;
+// otherwise it changes nothing and returns ErrNotHeld.
 func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.d.enter(ctx); err != nil {
 		return err
 	}
-	ok, err := extendScript.Run(ctx, l.d.client, []string{l.names.lock}, l.id, millis(ttl)).Int64()
+	ok, err := extend(ctx, l.d.client, l.names, l.id, ttl)
 	if err != nil {
 		return l.d.opErr(err)
 	}
-	if ok != 1 {
+	if !ok {
 		return driver.ErrNotHeld
 	}
 	l.validity.Store(int64(ttl))
 	return nil
 }
 
-// Release deletes the lock and wakes its waiters, if the lock still holds
-// this lease's ID; otherwise it changes nothing and returns ErrNotHeld.
+// Release removes this hold, and wakes the key's waiters when that frees
+// the lock, if the hold is still there; otherwise it changes nothing and
+// returns ErrNotHeld.
 func (l *lease) Release(ctx context.Context) error {
 	if err := l.d.enter(ctx); err != nil {
 		return err
 	}
-	released, err := release(ctx, l.d.client, l.names, l.id)
+	released, err := release(ctx, l.d.client, l.names, l.id, l.d.publish)
 	if err != nil {
 		return l.d.opErr(err)
 	}
@@ -63,9 +67,52 @@ func (l *lease) Release(ctx context.Context) error {
 	return nil
 }
 
-// release runs the compare-and-delete script: for Release, and for
-// TryAcquire giving back a grant whose reply it could not wait for.
-func release(ctx context.Context, client goredis.Scripter, n names, id string) (bool, error) {
-	ok, err := releaseScript.Run(ctx, client, []string{n.lock}, id, n.channel).Int64()
+// grant is the outcome of the acquire script on one server.
+type grant struct {
+	ok    bool
+	token uint64        // when ok
+	again bool          // when ok: a re-entry or a resend joined an existing hold
+	retry time.Duration // when refused: how long the holder's lease still runs
+}
+
+// modeArg is the acquire script's name for a mode.
+func modeArg(m driver.Mode) string {
+	if m == driver.Shared {
+		return "s"
+	}
+	return "x"
+}
+
+// acquire runs the acquire script for req on one server.
+func acquire(ctx context.Context, c goredis.Scripter, n names, req driver.Request) (grant, error) {
+	res, err := acquireScript.Run(ctx, c, []string{n.lock, n.fence},
+		req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL)).Int64Slice()
+	if err != nil {
+		return grant{}, err
+	}
+	if len(res) != 3 {
+		return grant{}, fmt.Errorf("redis: acquire script returned %d values, want 3", len(res))
+	}
+	if res[0] != 1 {
+		return grant{retry: time.Duration(max(res[1], 0)) * time.Millisecond}, nil
+	}
+	return grant{ok: true, token: uint64(res[1]), again: res[2] == 1}, nil
+}
+
+// extend runs the extend script for hold id on one server.
+func extend(ctx context.Context, c goredis.Scripter, n names, id string, ttl time.Duration) (bool, error) {
+	ok, err := extendScript.Run(ctx, c, []string{n.lock}, id, millis(ttl)).Int64()
+	return ok == 1, err
+}
+
+// fence runs the fence script for hold id on one server.
+func fence(ctx context.Context, c goredis.Scripter, n names, id string, token uint64) error {
+	return fenceScript.Run(ctx, c, []string{n.lock, n.fence}, id, strconv.FormatUint(token, 10)).Err()
+}
+
+// release runs the release script for hold id on one server: for Release,
+// and for TryAcquire giving back a grant whose reply it could not wait for.
+func release(ctx context.Context, c goredis.Scripter, n names, id, publish string) (bool, error) {
+	ok, err := releaseScript.Run(ctx, c, []string{n.lock}, id, n.channel, publish).Int64()
 	return ok == 1, err
 }

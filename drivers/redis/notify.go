@@ -48,25 +48,40 @@ const (
 // Subscribe unnecessary, so an uncontended Lock pays no extra round trip for
 // its subscription. The same wake-up after go-redis reconnects and
 // resubscribes covers releases published while the connection was down.
+//
+// On a Cluster (sharded) the notifier uses sharded pub/sub instead:
+// SSUBSCRIBE to each channel on the shard that owns its slot (the lock's),
+// so that a release's SPUBLISH reaches that shard only instead of every
+// node. A connection serves the slots of one node only, so each channel then
+// has a connection of its own, made by go-redis's ClusterClient on the
+// channel's master and re-routed by it when the connection breaks; when the
+// server ends a subscription because its slot moved (an unsolicited
+// SUNSUBSCRIBE), the channel is subscribed again through a new connection.
 type notifier struct {
-	client goredis.UniversalClient
+	client  goredis.UniversalClient
+	sharded bool // Cluster: SSUBSCRIBE, one connection per channel
 
 	// cmdMu serialises membership changes with the SUBSCRIBE or UNSUBSCRIBE
 	// each causes, so that the server receives the commands in the order of
 	// the changes. It is held across those commands' writes (and a dial, when
 	// the connection must be made), which only other membership changes wait
 	// for.
-	cmdMu   sync.Mutex
-	closed  bool            // guarded by cmdMu
-	ps      *goredis.PubSub // guarded by cmdMu; nil until the first Subscribe
-	done    chan struct{}   // guarded by cmdMu; closed when receive returns
-	closing chan struct{}   // guarded by cmdMu; closed by close, for receive
+	cmdMu  sync.Mutex
+	closed bool               // guarded by cmdMu
+	conns  map[string]*psConn // guarded by cmdMu; by connKey
+	recv   sync.WaitGroup     // the connections' receive goroutines
 
 	// mu guards chans and each channel's subs, and is never held across
 	// I/O, so that receive is not delayed by a Subscribe that dials. Entries
 	// are added and removed with both cmdMu and mu held.
 	mu    sync.Mutex
 	chans map[string]*channel // subscribed (or lingering) channels
+}
+
+// psConn is one pub/sub connection and its receive goroutine.
+type psConn struct {
+	ps      *goredis.PubSub
+	closing chan struct{} // closed when the connection is being closed, for receive
 }
 
 // channel is the state of one subscribed channel.
@@ -81,7 +96,17 @@ type channel struct {
 }
 
 func newNotifier(client goredis.UniversalClient) *notifier {
-	return &notifier{client: client, chans: map[string]*channel{}}
+	_, sharded := client.(*goredis.ClusterClient)
+	return &notifier{client: client, sharded: sharded, conns: map[string]*psConn{}, chans: map[string]*channel{}}
+}
+
+// connKey is the connection a channel is subscribed on: the one shared
+// connection, or on a Cluster its own.
+func (n *notifier) connKey(channel string) string {
+	if n.sharded {
+		return channel
+	}
+	return ""
 }
 
 // subscription is one waiter's stream of wake-ups for one channel.
@@ -110,7 +135,13 @@ func (s *subscription) Close() error {
 // server when no subscriber has watched it lately. It does not wait for the
 // server's confirmation (see notifier).
 func (n *notifier) subscribe(ctx context.Context, name string) (*subscription, error) {
-	s := &subscription{n: n, channel: name, c: make(chan struct{}, 1)}
+	return n.subscribeTo(ctx, name, make(chan struct{}, 1))
+}
+
+// subscribeTo is subscribe delivering wake-ups to c, which must be buffered:
+// RedLock merges the subscriptions of its masters into one channel.
+func (n *notifier) subscribeTo(ctx context.Context, name string, c chan struct{}) (*subscription, error) {
+	s := &subscription{n: n, channel: name, c: c}
 	n.cmdMu.Lock()
 	defer n.cmdMu.Unlock()
 	if n.closed {
@@ -134,6 +165,12 @@ func (n *notifier) subscribe(ctx context.Context, name string) (*subscription, e
 			ch.lingering = false
 			ch.timer.Stop()
 		}
+		if n.sharded && n.conns[n.connKey(name)] == nil {
+			// A reroute failed and left the channel without a connection:
+			// try again for the new subscriber. Notifications are hints, so
+			// a failure here only leaves the core polling.
+			_ = n.send(ctx, name)
+		}
 		return s, nil
 	}
 	if err := n.send(ctx, name); err != nil {
@@ -145,30 +182,61 @@ func (n *notifier) subscribe(ctx context.Context, name string) (*subscription, e
 	return s, nil
 }
 
-// send subscribes channel, opening the shared connection if there is none.
+// send subscribes channel, opening its connection if there is none.
 // Callers hold cmdMu.
 func (n *notifier) send(ctx context.Context, channel string) error {
-	if n.ps == nil {
-		ps := n.client.Subscribe(ctx) // no channels yet: no I/O
-		if err := ps.Subscribe(ctx, channel); err != nil {
-			_ = ps.Close()
-			return err
+	c := n.conns[n.connKey(channel)]
+	if c == nil {
+		var ps *goredis.PubSub
+		if n.sharded {
+			ps = n.client.SSubscribe(ctx) // no channels yet: no I/O
+			if err := ps.SSubscribe(ctx, channel); err != nil {
+				_ = ps.Close()
+				return err
+			}
+		} else {
+			ps = n.client.Subscribe(ctx)
+			if err := ps.Subscribe(ctx, channel); err != nil {
+				_ = ps.Close()
+				return err
+			}
 		}
-		n.ps = ps
-		n.done = make(chan struct{})
-		n.closing = make(chan struct{})
-		go n.receive(ps, n.closing, n.done)
+		n.start(n.connKey(channel), ps)
 		return nil
 	}
-	if err := n.ps.Subscribe(ctx, channel); err != nil {
+	subscribe, unsubscribe := c.ps.Subscribe, c.ps.Unsubscribe
+	if n.sharded {
+		subscribe, unsubscribe = c.ps.SSubscribe, c.ps.SUnsubscribe
+	}
+	if err := subscribe(ctx, channel); err != nil {
 		// go-redis keeps the channel on its list even so, to subscribe it on
 		// its next reconnect; take it off, as the caller gets the error.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
-		_ = n.ps.Unsubscribe(uctx, channel)
+		_ = unsubscribe(uctx, channel)
 		cancel()
 		return err
 	}
 	return nil
+}
+
+// start registers ps as the connection of key and starts reading it.
+// Callers hold cmdMu.
+func (n *notifier) start(key string, ps *goredis.PubSub) {
+	c := &psConn{ps: ps, closing: make(chan struct{})}
+	n.conns[key] = c
+	n.recv.Add(1)
+	go n.receive(key, c)
+}
+
+// stop closes the connection of key. Callers hold cmdMu.
+func (n *notifier) stop(key string) {
+	c := n.conns[key]
+	if c == nil {
+		return
+	}
+	delete(n.conns, key)
+	close(c.closing)
+	_ = c.ps.Close()
 }
 
 // leave removes s. When s was the channel's last subscriber, the channel
@@ -215,37 +283,47 @@ func (n *notifier) expire(name string, ch *channel) {
 	n.mu.Lock()
 	delete(n.chans, name)
 	n.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-	defer cancel()
-	_ = n.ps.Unsubscribe(ctx, name)
+	if n.sharded {
+		n.stop(n.connKey(name)) // its own connection: closing it unsubscribes
+		return
+	}
+	if c := n.conns[""]; c != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+		defer cancel()
+		_ = c.ps.Unsubscribe(ctx, name)
+	}
 }
 
-// receive reads the shared connection and wakes the subscribers of each
-// message's channel, until the PubSub is closed. It reads the connection
-// itself rather than through go-redis's PubSub.Channel, which would add a
-// goroutine and a channel hop to every wake-up, and hide the subscription
-// confirmations it needs. Like PubSub.Channel, it pings an idle connection,
-// so that a broken one fails a write and go-redis reconnects; every Receive
-// after a failure reconnects and resubscribes every channel.
-func (n *notifier) receive(ps *goredis.PubSub, closing <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
+// receive reads one connection and wakes the subscribers of each message's
+// channel, until the PubSub is closed. It reads the connection itself rather
+// than through go-redis's PubSub.Channel, which would add a goroutine and a
+// channel hop to every wake-up, and hide the subscription confirmations it
+// needs. Like PubSub.Channel, it pings an idle connection, so that a broken
+// one fails a write and go-redis reconnects; every Receive after a failure
+// reconnects and resubscribes every channel.
+func (n *notifier) receive(key string, c *psConn) {
+	defer n.recv.Done()
 	ctx := context.Background()
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, pingIdle)
+		msg, err := c.ps.ReceiveTimeout(ctx, pingIdle)
 		switch {
 		case err == nil:
 		case errors.Is(err, goredis.ErrClosed):
 			return
 		case isTimeout(err):
 			pctx, cancel := context.WithTimeout(ctx, commandTimeout)
-			_ = ps.Ping(pctx) // the PONG comes back through Receive
+			_ = c.ps.Ping(pctx) // the PONG comes back through Receive
 			cancel()
+			continue
+		case n.sharded && goredis.HasErrorPrefix(err, "MOVED"):
+			// SSUBSCRIBE reached a node that no longer owns the slot.
+			n.reroute(key, c, key)
 			continue
 		default:
 			// Broken, or the server is down: the next Receive reconnects.
 			// Do not spin meanwhile.
 			select {
-			case <-closing:
+			case <-c.closing:
 				return
 			case <-time.After(reconnectDelay):
 			}
@@ -255,11 +333,50 @@ func (n *notifier) receive(ps *goredis.PubSub, closing <-chan struct{}, done cha
 		case *goredis.Message:
 			n.wake(m.Channel)
 		case *goredis.Subscription:
-			if m.Kind == "subscribe" {
+			switch m.Kind {
+			case "subscribe", "ssubscribe":
 				n.wake(m.Channel) // see notifier: closes the subscribe gap
+			case "sunsubscribe":
+				// The notifier never sends SUNSUBSCRIBE (it closes the
+				// connection): the server ended it, as the slot moved.
+				n.wake(m.Channel)
+				n.reroute(key, c, m.Channel)
 			}
 		}
 	}
+}
+
+// reroute subscribes a sharded channel again on a new connection, which
+// go-redis makes to the master that owns the channel's slot after its
+// cluster state is reloaded, and closes c, whose receive then returns. The
+// reload is asynchronous: a new subscription that still reaches the old
+// owner gets MOVED, and is rerouted again. A failure leaves the channel
+// without notifications until its next subscriber tries again; the core
+// polls meanwhile.
+func (n *notifier) reroute(key string, c *psConn, channel string) {
+	if cc, ok := n.client.(*goredis.ClusterClient); ok {
+		cc.ReloadState(context.Background())
+	}
+	select {
+	case <-c.closing:
+		return
+	case <-time.After(reconnectDelay): // let the reload land
+	}
+	n.cmdMu.Lock()
+	defer n.cmdMu.Unlock()
+	if n.closed || n.conns[key] != c {
+		return
+	}
+	n.stop(key)
+	n.mu.Lock()
+	_, wanted := n.chans[channel]
+	n.mu.Unlock()
+	if !wanted {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	_ = n.send(ctx, channel)
 }
 
 func isTimeout(err error) bool {
@@ -284,16 +401,14 @@ func (n *notifier) wake(channel string) {
 	}
 }
 
-// close ends the shared connection and waits for receive to return, so that
-// no goroutine of the Driver outlives Close. Subscriptions stay usable
-// objects: their channels just receive nothing more.
+// close ends the connections and waits for their receive goroutines to
+// return, so that no goroutine of the Driver outlives Close. Subscriptions
+// stay usable objects: their channels just receive nothing more.
 func (n *notifier) close() {
 	n.cmdMu.Lock()
 	n.closed = true
-	ps, done := n.ps, n.done
-	n.ps = nil
-	if n.closing != nil {
-		close(n.closing)
+	for key := range n.conns {
+		n.stop(key)
 	}
 	for _, ch := range n.chans {
 		if ch.timer != nil {
@@ -304,8 +419,5 @@ func (n *notifier) close() {
 	clear(n.chans)
 	n.mu.Unlock()
 	n.cmdMu.Unlock()
-	if ps != nil {
-		_ = ps.Close()
-		<-done
-	}
+	n.recv.Wait()
 }

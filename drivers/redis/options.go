@@ -3,6 +3,7 @@ package redis
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/dlock-go/dlock"
 )
@@ -16,7 +17,8 @@ const DefaultKeyPrefix = "dlock:"
 type Option func(*options) error
 
 type options struct {
-	prefix string
+	prefix      string
+	nodeTimeout time.Duration // RedLock only; 0: derived from the TTL
 }
 
 func defaultOptions() options {
@@ -35,6 +37,21 @@ func WithKeyPrefix(prefix string) Option {
 			return fmt.Errorf("%w: redis key prefix: %w", dlock.ErrInvalidOption, err)
 		}
 		o.prefix = prefix
+		return nil
+	}
+}
+
+// WithNodeTimeout sets how long a RedLock waits for one master to answer one
+// request, far below the TTL, so that a master that is down or hung costs
+// an acquisition little of its validity (the RedLock algorithm's per-node
+// timeout). It must be at least 1 ms. Default: a tenth of the lock's TTL,
+// between 2 ms and 100 ms. [Driver] ignores it.
+func WithNodeTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d < time.Millisecond {
+			return fmt.Errorf("%w: redis node timeout %v is below 1ms", dlock.ErrInvalidOption, d)
+		}
+		o.nodeTimeout = d
 		return nil
 	}
 }

@@ -8,81 +8,364 @@ import (
 )
 
 // The Lua scripts below are the whole protocol. Each runs atomically on the
-// server, so no other client's command falls between its reads and writes.
+// server, so no other client's command falls between its reads and writes,
+// and each costs one round trip.
 //
-// They read keys with redis.pcall, not redis.call: a lock key holding some
-// other type (written by an operator, or by a future read-write lock) is then
-// simply "not ours", and a counter of another type is refused after the lock
-// was deleted again, instead of a script error that would stop the script
-// halfway (Redis does not roll back what a failed script wrote).
+// # The lock hash
+//
+// One lock is one hash, PREFIX{T}, whatever its mode: the plain exclusive
+// lock, the write lock and the read lock of a key are the same lock, so a
+// Mutex and an RWMutex on one key exclude each other. Its fields:
+//
+//	mode     "x" (exclusive: one holder, or the entries of one reentrant
+//	         owner) or "s" (shared: readers); absent when nobody holds it
+//	h:ID     one per hold (a grant or a reentrant entry), ID being the
+//	         request ID: "EXPIRY TOKEN OWNER", EXPIRY in milliseconds of
+//	         the server's clock, TOKEN the fencing token of the grant, OWNER
+//	         the reentrant owner (possibly empty, and possibly containing
+//	         spaces: it is everything after the second space)
+//	wait     set by a writer that readers keep out: the millisecond until
+//	         which new readers are refused (see acquireScript)
+//
+// Every hold expires on its own: Redis 7.0 (Debian bookworm's) has no
+// per-field TTL, so the scripts compare each hold's EXPIRY with the server's
+// TIME, prune the holds that have passed, and set the key's own expiry to
+// the latest EXPIRY left (deleting the key when none is). A reader's lease is
+// therefore renewed and lost independently of every other reader's, and a
+// reentrant entry leaked by a crashed client ends by its own TTL even while
+// another entry of the same owner is renewed. Expired holds no script has
+// pruned yet are ignored by every script.
+//
+// A key of another type, or a hash that does not parse as this layout (an
+// operator's value, or a lock written by an older version of this driver,
+// which used a plain string), is a lock held by a stranger: acquisitions are
+// refused with its PTTL, and extensions and releases change nothing. Older
+// versions read a hash the same way (their GET fails), so mixed versions
+// exclude each other during an upgrade; both advance the same fencing
+// counter.
 
-// acquireScript takes the lock and issues its fencing token.
+// prelude is the Lua shared by the lock scripts: loading the lock hash
+// (pruning expired holds) and saving what changed.
+const prelude = `
+local function clock()
+  local t = redis.call('TIME')
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return us, math.floor(us / 1000)
+end
+
+-- load returns the live state of the lock at key, or nil when key holds
+-- something that is not a lock of this layout.
+local function load(key, now)
+  local s = {holds = {}, n = 0, wait = 0, hset = {}, hdel = {}}
+  -- One command: a missing key reads as an empty hash, and a key of
+  -- another type fails (WRONGTYPE), which pcall turns into a table.
+  local raw = redis.pcall('HGETALL', key)
+  if raw.err then return nil end
+  local mode, wait
+  for i = 1, #raw, 2 do
+    local f, v = raw[i], raw[i + 1]
+    if f == 'mode' then
+      mode = v
+    elseif f == 'wait' then
+      wait = tonumber(v)
+      if not wait then return nil end
+    elseif string.sub(f, 1, 2) == 'h:' then
+      local exp, tok, owner = string.match(v, '^(%d+) (%d+) (.*)$')
+      if not exp then return nil end
+      exp = tonumber(exp)
+      if exp > now then
+        s.holds[string.sub(f, 3)] = {exp, tonumber(tok), owner}
+        s.n = s.n + 1
+      else
+        s.hdel[#s.hdel + 1] = f
+      end
+    else
+      return nil
+    end
+  end
+  if s.n > 0 then
+    if mode ~= 'x' and mode ~= 's' then return nil end
+    s.mode = mode
+  end
+  s.stored = mode
+  if wait then
+    if wait > now then s.wait = wait else s.hdel[#s.hdel + 1] = 'wait' end
+  end
+  return s
+end
+
+local function put(s, id, exp, tok, owner)
+  if not s.holds[id] then s.n = s.n + 1 end
+  s.holds[id] = {exp, tok, owner}
+  s.hset[#s.hset + 1] = 'h:' .. id
+  s.hset[#s.hset + 1] = string.format('%.0f %.0f ', exp, tok) .. owner
+end
+
+local function drop(s, id)
+  s.holds[id] = nil
+  s.n = s.n - 1
+  s.hdel[#s.hdel + 1] = 'h:' .. id
+end
+
+local function setwait(s, wait)
+  s.wait = wait
+  s.hset[#s.hset + 1] = 'wait'
+  s.hset[#s.hset + 1] = string.format('%.0f', wait)
+end
+
+-- last returns the latest expiry of the lock's holds, or 0.
+local function last(s)
+  local m = 0
+  for _, h in pairs(s.holds) do
+    if h[1] > m then m = h[1] end
+  end
+  return m
+end
+
+local function chunked(cmd, key, list)
+  for i = 1, #list, 500 do
+    redis.call(cmd, key, unpack(list, i, math.min(i + 499, #list)))
+  end
+end
+
+-- save writes what changed, and makes the key expire with its latest hold
+-- (or waiting writer's mark), or deletes it when nothing is live.
+local function save(key, s, now)
+  local until_ = math.max(last(s), s.wait)
+  if until_ <= now then
+    redis.call('DEL', key)
+    return
+  end
+  if s.n > 0 then
+    if s.mode ~= s.stored then
+      s.hset[#s.hset + 1] = 'mode'
+      s.hset[#s.hset + 1] = s.mode
+    end
+  elseif s.stored then
+    s.hdel[#s.hdel + 1] = 'mode'
+  end
+  chunked('HDEL', key, s.hdel)
+  chunked('HSET', key, s.hset)
+  redis.call('PEXPIRE', key, until_ - now)
+end
+`
+
+// acquireScript takes the lock, or enters it again, and issues fencing
+// tokens.
 //
 // KEYS[1] lock, KEYS[2] fencing counter; ARGV[1] request ID, ARGV[2] TTL in
-// whole milliseconds. Returns {1, token} when granted, {0, PTTL of the lock}
-// when someone else holds it (PTTL -1: no expiry), or an error when the
-// counter cannot be advanced exactly (and then the lock is deleted again, so
-// that the script changed nothing; checking the counter only after SET NX
-// keeps the common refusal cheap).
+// whole milliseconds, ARGV[3] mode ("x" or "s"), ARGV[4] reentrant owner
+// (empty when not reentrant), ARGV[5] how long a refused writer keeps new
+// readers out, in milliseconds. Returns {1, token, again} when granted
+// (again is 1 when the request joined a hold that was already there: a
+// re-entry or a resend, 0 for a new grant), {0, ms, 0} when refused, ms being how long the holder's lease still runs (-1 for a
+// stranger's key without expiry), or an error when the counter cannot be
+// advanced exactly (and then nothing was written).
 //
-// SET NX PX and the counter advance happen together or not at all, so a
-// token is issued only with a grant and the lock never exists without an
-// expiry. The counter becomes max(counter+1, server time in µs): strictly
-// increasing while Redis keeps it, and still increasing after a restart that
-// lost it, as long as the server clock did not step back. Lua numbers are
-// doubles, exact below 2^53 (µs since 1970 are about 1.8e15), and the
-// counter is written with %.0f because Lua's tostring would round it to 14
-// digits. A lock already holding this request's ID is granted again: go-redis
-// resends a command after a connection error, and the first run may have
-// succeeded with its reply lost; reporting "locked" then would leave the
-// lock behind, held by nobody.
-var acquireScript = goredis.NewScript(`
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
-    return {0, redis.call('PTTL', KEYS[1])}
-  end
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+// Rules, in order:
+//   - a hold with this request ID is granted again, with its token and a
+//     new expiry: go-redis resends a command after a connection error, and
+//     the first run may have succeeded with its reply lost; reporting
+//     "locked" then would leave the lock behind, held by nobody;
+//   - exclusive: granted when nobody holds the lock; entered again (same
+//     token, a hold of its own) when it is held exclusively by the same
+//     non-empty owner; otherwise refused. When readers are what keeps it
+//     out, the writer also sets the wait mark, so that new readers queue
+//     behind it (writer preference: a stream of readers cannot starve a
+//     writer). The mark lasts ARGV[5] ms and each refused attempt renews
+//     it; the refusal then reports at most a third of that, so that a
+//     waiting writer comes back before its mark lapses. A writer's grant
+//     clears the mark;
+//   - shared: refused while a writer holds the lock; entered again (same
+//     token) by an owner that already holds a read lock, even while a
+//     writer waits (otherwise the writer would wait for that owner's
+//     readers, and the owner's new entry for the writer); refused while a
+//     writer's mark is live; otherwise granted;
+//   - each new grant (not a re-entry) advances the counter to
+//     max(counter+1, server time in µs): strictly increasing while Redis
+//     keeps it, and still increasing after a restart that lost it, as long
+//     as the server clock did not step back. Readers get tokens of their
+//     own, each above every earlier writer's. Lua numbers are doubles,
+//     exact below 2^53 (µs since 1970 are about 1.8e15), and the counter is
+//     written with %.0f because Lua's tostring would round it to 14 digits.
+var acquireScript = goredis.NewScript(prelude + `
+local us, now = clock()
+local s = load(KEYS[1], now)
+if not s then
+  return {0, redis.call('PTTL', KEYS[1]), 0}
 end
-local last = tonumber(redis.pcall('GET', KEYS[2]) or '0')
-if last == nil or last < 0 or last >= 9007199254740991 then
-  redis.call('DEL', KEYS[1])
+local id, ttl, mode, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local exp = now + ttl
+local mine = s.holds[id]
+if mine then
+  put(s, id, exp, mine[2], mine[3])
+  save(KEYS[1], s, now)
+  return {1, mine[2], 1}
+end
+if s.n > 0 then
+  if mode == 'x' then
+    if s.mode == 'x' then
+      local _, h = next(s.holds)
+      if owner ~= '' and h[3] == owner then
+        put(s, id, exp, h[2], owner)
+        save(KEYS[1], s, now)
+        return {1, h[2], 1}
+      end
+      return {0, last(s) - now, 0}
+    end
+    local window = tonumber(ARGV[5])
+    if now + window > s.wait then
+      setwait(s, now + window)
+      save(KEYS[1], s, now)
+    end
+    return {0, math.max(math.min(last(s) - now, math.floor(window / 3)), 1), 0}
+  end
+  if s.mode == 'x' then
+    return {0, last(s) - now, 0}
+  end
+  if owner ~= '' then
+    for _, h in pairs(s.holds) do
+      if h[3] == owner then
+        put(s, id, exp, h[2], owner)
+        save(KEYS[1], s, now)
+        return {1, h[2], 1}
+      end
+    end
+  end
+end
+if mode == 's' and s.wait > now then
+  return {0, s.wait - now, 0}
+end
+local prev = tonumber(redis.pcall('GET', KEYS[2]) or '0')
+if prev == nil or prev < 0 or prev >= 9007199254740991 then
   return redis.error_reply('dlock: the fencing counter holds no number below 2^53')
 end
-local now = redis.call('TIME')
-local token = math.max(last + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
+local token = math.max(prev + 1, us)
 redis.call('SET', KEYS[2], string.format('%.0f', token))
-return {1, token}
+s.mode = mode
+if mode == 'x' and s.wait > 0 then
+  s.wait = 0
+  s.hdel[#s.hdel + 1] = 'wait'
+end
+put(s, id, exp, token, owner)
+save(KEYS[1], s, now)
+return {1, token, 0}
 `)
 
-// extendScript pushes the lock's expiry out, if the lock is still ours.
+// fenceScript raises the fencing counter to a token issued elsewhere, and
+// gives this request's holds that token: RedLock's second phase (see
+// redlock.go), which makes its tokens increase across masters.
+//
+// KEYS[1] lock, KEYS[2] fencing counter; ARGV[1] request ID, ARGV[2] the
+// token. The counter becomes max(counter, token); the hold ARGV[1], and
+// every other hold of the same non-empty owner (its other entries), get the
+// token if theirs is lower. Returns 1, or an error when the counter holds no
+// number (and then nothing was written).
+var fenceScript = goredis.NewScript(prelude + `
+local _, now = clock()
+local token = tonumber(ARGV[2])
+local prev = tonumber(redis.pcall('GET', KEYS[2]) or '0')
+if prev == nil then
+  return redis.error_reply('dlock: the fencing counter holds no number')
+end
+if prev < token then
+  redis.call('SET', KEYS[2], string.format('%.0f', token))
+end
+local s = load(KEYS[1], now)
+local mine = s and s.holds[ARGV[1]]
+if mine then
+  local changed = false
+  for id, h in pairs(s.holds) do
+    if h[2] < token and (id == ARGV[1] or (h[3] ~= '' and h[3] == mine[3])) then
+      put(s, id, h[1], token, h[3])
+      changed = true
+    end
+  end
+  if changed then save(KEYS[1], s, now) end
+end
+return 1
+`)
+
+// extendScript pushes one hold's expiry out, if the hold is still there.
 //
 // KEYS[1] lock; ARGV[1] request ID, ARGV[2] TTL in whole milliseconds.
-// Returns 1 when extended, 0 when the lock expired or belongs to another
-// owner (and then changes nothing).
-var extendScript = goredis.NewScript(`
-if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+// Returns 1 when extended, 0 when the hold expired, was released, or the key
+// belongs to a stranger (and then changes nothing).
+var extendScript = goredis.NewScript(prelude + `
+local _, now = clock()
+local s = load(KEYS[1], now)
+local h = s and s.holds[ARGV[1]]
+if not h then
+  return 0
 end
-return 0
+put(s, ARGV[1], now + tonumber(ARGV[2]), h[2], h[3])
+save(KEYS[1], s, now)
+return 1
 `)
 
-// releaseScript deletes the lock if it is still ours, and wakes its waiters.
+// releaseScript removes one hold, if it is still there, and wakes the key's
+// waiters when that frees the lock.
 //
-// KEYS[1] lock; ARGV[1] request ID, ARGV[2] the lock's channel. Returns 1
-// when released, 0 when the lock expired or belongs to another owner (and
-// then changes nothing and publishes nothing). Publishing in the same script
-// means a waiter can never be woken before the lock is actually free.
-var releaseScript = goredis.NewScript(`
-if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], '')
-  return 1
+// KEYS[1] lock; ARGV[1] request ID, ARGV[2] the lock's channel, ARGV[3] the
+// publishing command (PUBLISH, or SPUBLISH on a Cluster). Returns 1 when
+// released, 0 when the hold expired, was released, or the key belongs to a
+// stranger (and then changes nothing and publishes nothing). Publishing in
+// the same script means a waiter can never be woken before the lock is
+// actually free; a release that leaves other holds (readers, reentrant
+// entries) publishes nothing, as nobody waiting could take the lock.
+var releaseScript = goredis.NewScript(prelude + `
+local _, now = clock()
+local s = load(KEYS[1], now)
+if not (s and s.holds[ARGV[1]]) then
+  return 0
 end
-return 0
+drop(s, ARGV[1])
+save(KEYS[1], s, now)
+if s.n == 0 then
+  redis.call(ARGV[3], ARGV[2], '')
+end
+return 1
 `)
 
-// millis renders ttl for PX and PEXPIRE: whole milliseconds, rounded up so
-// that the backend never promises less than the core asked for.
+// inspectScript describes the lock without changing it.
+//
+// KEYS[1] lock, KEYS[2] fencing counter. Returns {kind, holders, holder,
+// token, ms}: kind "free", "x", "s" or "other" (a stranger's key); holders
+// the number of live holds; holder the reentrant owner, or the request ID,
+// of the only (or an exclusive) holder, else ""; token the highest token of
+// the live holds, or the counter when free; ms the time left on the latest
+// hold (or the PTTL of a stranger's key).
+var inspectScript = goredis.NewScript(prelude + `
+local _, now = clock()
+local s = load(KEYS[1], now)
+local counter = tonumber(redis.pcall('GET', KEYS[2]) or '0') or 0
+if not s then
+  return {'other', 1, '', counter, redis.call('PTTL', KEYS[1])}
+end
+if s.n == 0 then
+  return {'free', 0, '', counter, 0}
+end
+local holder, tok = '', 0
+for id, h in pairs(s.holds) do
+  if h[2] > tok then tok = h[2] end
+  if h[3] ~= '' then holder = h[3] else holder = id end
+end
+if s.mode == 's' and s.n > 1 then holder = '' end
+return {s.mode, s.n, holder, tok, last(s) - now}
+`)
+
+// millis renders ttl for the scripts and PEXPIRE: whole milliseconds,
+// rounded up so that the backend never promises less than the core asked
+// for.
 func millis(ttl time.Duration) string {
 	return strconv.FormatInt(int64((ttl+time.Millisecond-1)/time.Millisecond), 10)
 }
+
+// maxWriterWait bounds how long a refused writer keeps new readers out
+// (acquireScript's ARGV[5]): the writer's own TTL, at most this. A waiting
+// writer renews its mark at every attempt, at least every third of it; one
+// that gave up (a TryLock, a cancelled Lock) delays new readers by no more.
+const maxWriterWait = time.Second
+
+// writerWait is acquireScript's ARGV[5] for a request with ttl.
+func writerWait(ttl time.Duration) string { return millis(min(ttl, maxWriterWait)) }

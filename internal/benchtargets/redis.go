@@ -98,3 +98,40 @@ func RedLock(url string, addrs []string) (benchkit.Target, func(), error) {
 	}
 	return t, closeAll, nil
 }
+
+// RedisCluster is the Redis Cluster of the nodes at addrs, opened from url
+// (a redis+cluster:// URL; the redis driver must be imported). Raw is SET NX
+// PX then DEL through a go-redis ClusterClient; requests are counted on
+// every node. The returned func closes the raw clients.
+func RedisCluster(url string, addrs []string) (benchkit.Target, func(), error) {
+	if len(addrs) == 0 {
+		return benchkit.Target{}, nil, fmt.Errorf("benchtargets: RedisCluster with no nodes")
+	}
+	cluster := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
+	var nodes []*goredis.Client
+	for _, a := range addrs {
+		nodes = append(nodes, goredis.NewClient(&goredis.Options{Addr: a}))
+	}
+	closeAll := func() {
+		_ = cluster.Close()
+		for _, c := range nodes {
+			_ = c.Close()
+		}
+	}
+	t := Open("redis-cluster", url)
+	t.Raw = func(ctx context.Context, key string) error {
+		if err := cluster.SetArgs(ctx, key, "raw", goredis.SetArgs{Mode: "NX", TTL: 15 * time.Second}).Err(); err != nil {
+			return err
+		}
+		return cluster.Del(ctx, key).Err()
+	}
+	var asked atomic.Uint64
+	t.Requests = func() uint64 {
+		var n uint64
+		for _, c := range nodes {
+			n += redisCommands(c)
+		}
+		return n - asked.Add(1)*uint64(len(nodes))
+	}
+	return t, closeAll, nil
+}

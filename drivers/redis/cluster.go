@@ -1,0 +1,130 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// The URL schemes of Redis Cluster.
+const (
+	// SchemeCluster is a Cluster over plain TCP, named by some of its nodes:
+	// "redis+cluster://host1:7000,host2:7001".
+	SchemeCluster = "redis+cluster"
+	// SchemeClusterTLS is the same over TLS: "rediss+cluster://...".
+	SchemeClusterTLS = "rediss+cluster"
+)
+
+func init() {
+	dlock.Register(SchemeCluster, openCluster)
+	dlock.Register(SchemeClusterTLS, openCluster)
+}
+
+// openCluster is the dlock.OpenFunc of the Cluster schemes: it makes a
+// go-redis ClusterClient from u, checks that the cluster answers, and
+// returns a Driver that owns the client.
+func openCluster(ctx context.Context, u *url.URL) (driver.Driver, error) {
+	opt, o, err := parseClusterURL(u)
+	if err != nil {
+		return nil, err
+	}
+	client := goredis.NewClusterClient(opt)
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		return nil, fmt.Errorf("redis: %s: %w", displayURL(u), err)
+	}
+	return newDriver(client, true, o), nil
+}
+
+// parseClusterURL checks u and turns it into go-redis cluster options and
+// the driver's own. Its errors wrap dlock.ErrInvalidURL and never contain
+// the password.
+func parseClusterURL(u *url.URL) (*goredis.ClusterOptions, options, error) {
+	o := defaultOptions()
+	bad := func(format string, args ...any) (*goredis.ClusterOptions, options, error) {
+		msg := fmt.Sprintf(format, args...)
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+		return nil, o, fmt.Errorf("%w: %s: %s", dlock.ErrInvalidURL, displayURL(u), msg)
+	}
+	scheme := strings.ToLower(u.Scheme)
+	nodeScheme := Scheme
+	switch scheme {
+	case SchemeCluster:
+	case SchemeClusterTLS:
+		nodeScheme = SchemeTLS
+	default:
+		return bad("scheme %q: want %s:// or %s://", u.Scheme, SchemeCluster, SchemeClusterTLS)
+	}
+	if u.Opaque != "" {
+		return bad("want %s://[[user]:password@]host1[:port],host2[:port],...", scheme)
+	}
+	if p := strings.TrimPrefix(u.Path, "/"); p != "" && p != "0" {
+		return bad("a Cluster has database 0 only, not %q", p)
+	}
+	q := u.Query()
+	var hosts []string
+	if u.Host != "" {
+		hosts = strings.Split(u.Host, ",")
+	}
+	hosts = append(hosts, q[addrParam]...)
+	q.Del(addrParam)
+	if len(hosts) == 0 {
+		return bad("no nodes: list some as host1:port,host2:port,... (or addr=host:port parameters)")
+	}
+	if vs, ok := q[prefixParam]; ok {
+		if len(vs) != 1 {
+			return bad("%s given %d times", prefixParam, len(vs))
+		}
+		if err := checkPrefix(vs[0]); err != nil {
+			return bad("%s: %v", prefixParam, err)
+		}
+		o.prefix = vs[0]
+		q.Del(prefixParam)
+	}
+	// Each node address goes through the single-node checks (port range,
+	// IPv6 brackets) and gets the default port.
+	for i, h := range hosts {
+		if h == "" {
+			return bad("node %d has an empty address", i+1)
+		}
+		opt, _, err := parseURL(&url.URL{Scheme: nodeScheme, Host: h})
+		if err != nil {
+			return bad("node %d: %s", i+1, strings.TrimPrefix(err.Error(), dlock.ErrInvalidURL.Error()+": "))
+		}
+		hosts[i] = opt.Addr
+	}
+	for _, h := range hosts[1:] {
+		q.Add(addrParam, h)
+	}
+	first := url.URL{Scheme: nodeScheme, User: u.User, Host: hosts[0], RawQuery: q.Encode()}
+	opt, err := goredis.ParseClusterURL(first.String())
+	if err != nil {
+		return bad("%v", err)
+	}
+	// As for a single server: contexts bound the commands they send.
+	opt.ContextTimeoutEnabled = true
+	return opt, o, nil
+}
+
+// clusterNumSub counts the subscribers of a shard channel on the master that
+// owns its slot: PUBSUB SHARDNUMSUB is per node, and a ClusterClient would
+// send it to any.
+func clusterNumSub(ctx context.Context, cc *goredis.ClusterClient, channel string) (int, error) {
+	master, err := cc.MasterForKey(ctx, channel)
+	if err != nil {
+		return 0, err
+	}
+	n, err := master.PubSubShardNumSub(ctx, channel).Result()
+	return int(n[channel]), err
+}

@@ -1,0 +1,276 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testserver"
+)
+
+// TestCluster runs everything Cluster against a 3-master Redis Cluster,
+// started for this test only.
+func TestCluster(t *testing.T) {
+	server.Need(t)
+	if !server.Faults() {
+		t.Skip("Cluster tests start containers of their own; the package runs against an external server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testserver.StartTimeout)
+	cluster, err := testserver.StartRedisCluster(ctx, 3)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := cluster.Terminate(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	c := &clusterEnv{cluster: cluster}
+	t.Run("Conformance", c.testConformance)
+	t.Run("ShardedNotifications", c.testShardedNotifications)
+	t.Run("KeysOnEveryShard", c.testKeysOnEveryShard)
+	t.Run("SubscriptionFollowsSlot", c.testSubscriptionFollowsSlot)
+	t.Run("NoGoroutineLeak", c.testNoGoroutineLeak)
+}
+
+// A Cluster Driver's goroutines (one reader per sharded connection) end with
+// Close.
+func (c *clusterEnv) testNoGoroutineLeak(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for range 2 {
+		d, err := openCluster(ctxFor(t), mustURL(t, c.cluster.URL()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5 {
+			s, err := d.(*Driver).Subscribe(ctxFor(t), "leak/"+strconv.Itoa(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i%2 == 0 {
+				_ = s.Close()
+			}
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type clusterEnv struct{ cluster *testserver.RedisCluster }
+
+func (c *clusterEnv) open(t *testing.T) *Driver {
+	t.Helper()
+	d, err := openCluster(ctxFor(t), mustURL(t, c.cluster.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d.(*Driver)
+}
+
+func (c *clusterEnv) client(t *testing.T) *goredis.ClusterClient {
+	t.Helper()
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.cluster.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+func (c *clusterEnv) testConformance(t *testing.T) {
+	url := mustURL(t, c.cluster.URL())
+	cc := c.client(t)
+	all := func(f func(*testserver.Server, context.Context) error) func(context.Context) error {
+		return func(ctx context.Context) error { return c.cluster.Each(ctx, f) }
+	}
+	conformance.Run(t, conformance.Harness{
+		NewDriver: func(ctx context.Context) (driver.Driver, error) { return openCluster(ctx, url) },
+		Tamper: func(ctx context.Context, key string, overwrite bool) error {
+			n := namesOf(DefaultKeyPrefix, key)
+			if overwrite {
+				return cc.Set(ctx, n.lock, "stranger", 0).Err()
+			}
+			return cc.Del(ctx, n.lock).Err()
+		},
+		// The whole backend is every master.
+		Faults: &conformance.Faults{
+			Pause:  all((*testserver.Server).Pause),
+			Resume: all((*testserver.Server).Unpause),
+			Restart: func(ctx context.Context) error {
+				if err := c.cluster.Each(ctx, (*testserver.Server).Stop); err != nil {
+					return err
+				}
+				return c.cluster.Each(ctx, (*testserver.Server).Start)
+			},
+		},
+	})
+}
+
+// A release publishes with SPUBLISH on the lock's shard: the driver's
+// sharded subscription wakes, and a classic subscriber of the same channel
+// name on any node hears nothing (a PUBLISH would reach every node of the
+// cluster).
+func (c *clusterEnv) testShardedNotifications(t *testing.T) {
+	d, waiter := c.open(t), c.open(t)
+	key := testKey(t)
+	n := namesOf(DefaultKeyPrefix, key)
+	sub := subscribed(t, waiter, key)
+
+	var classic []*goredis.PubSub
+	for _, a := range c.cluster.Addrs() {
+		rc := goredis.NewClient(&goredis.Options{Addr: a})
+		t.Cleanup(func() { _ = rc.Close() })
+		ps := rc.Subscribe(ctxFor(t), n.channel)
+		if _, err := ps.Receive(ctxFor(t)); err != nil { // the confirmation
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ps.Close() })
+		classic = append(classic, ps)
+	}
+
+	info, err := d.Inspect(ctxFor(t), key)
+	if err != nil || info.Waiters != 1 {
+		t.Errorf("Inspect with one sharded subscriber: %+v, %v; want 1 waiter", info, err)
+	}
+	l := mustAcquire(t, d, reqFor(key, 5*time.Second))
+	mustRelease(t, l)
+	if !waken(sub, 5*time.Second) {
+		t.Fatal("the release did not wake the sharded subscriber")
+	}
+	for i, ps := range classic {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		msg, err := ps.Receive(ctx)
+		cancel()
+		if err == nil {
+			t.Errorf("node %d: a classic subscriber received %v: the release broadcast to the cluster", i, msg)
+		}
+	}
+}
+
+// Locks whose slots are on every master work side by side: each lock's
+// names share a slot, so every script runs on one node.
+func (c *clusterEnv) testKeysOnEveryShard(t *testing.T) {
+	d, other := c.open(t), c.open(t)
+	cc := c.client(t)
+	masters := map[string]bool{}
+	var leases []driver.Lease
+	for i := 0; len(masters) < 3 && i < 100; i++ {
+		key := testKey(t)
+		m, err := cc.MasterForKey(ctxFor(t), namesOf(DefaultKeyPrefix, key).lock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := m.Options().Addr
+		if masters[addr] {
+			continue
+		}
+		masters[addr] = true
+		for _, mode := range []driver.Mode{driver.Shared, driver.Shared} {
+			leases = append(leases, mustAcquire(t, d, reqOf(key, 5*time.Second, mode, "")))
+		}
+		expectRefused(t, other, reqOf(key, time.Second, driver.Exclusive, ""), "readers hold it")
+	}
+	if len(masters) != 3 {
+		t.Fatalf("keys reached %d masters, want 3", len(masters))
+	}
+	ttls := make([]time.Duration, len(leases))
+	for i := range ttls {
+		ttls[i] = 10 * time.Second
+	}
+	for i, err := range d.ExtendBatch(ctxFor(t), leases, ttls) {
+		if err != nil {
+			t.Errorf("ExtendBatch across shards: lease %d: %v", i, err)
+		}
+	}
+	for _, l := range leases {
+		mustRelease(t, l)
+	}
+}
+
+// When the slot of a lock moves to another master, the server ends the
+// sharded subscriptions of its channels; the notifier subscribes again on
+// the new owner, so releases there still wake the waiter.
+func (c *clusterEnv) testSubscriptionFollowsSlot(t *testing.T) {
+	d, waiter := c.open(t), c.open(t)
+	cc := c.client(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	n := namesOf(DefaultKeyPrefix, key)
+	sub := subscribed(t, waiter, key)
+
+	slot, err := cc.ClusterKeySlot(ctx, n.lock).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := cc.MasterForKey(ctx, n.lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dst *goredis.Client
+	var nodes []*goredis.Client
+	for _, a := range c.cluster.Addrs() {
+		rc := goredis.NewClient(&goredis.Options{Addr: a})
+		t.Cleanup(func() { _ = rc.Close() })
+		nodes = append(nodes, rc)
+		if a != src.Options().Addr && dst == nil {
+			dst = rc
+		}
+	}
+	srcID, err := src.ClusterMyID(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dstID, err := dst.ClusterMyID(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Err())
+	must(src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Err())
+	host, port, _ := strings.Cut(dst.Options().Addr, ":")
+	for {
+		keys, err := src.ClusterGetKeysInSlot(ctx, int(slot), 100).Result()
+		must(err)
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		must(src.Do(ctx, args...).Err())
+	}
+	for _, rc := range nodes {
+		must(rc.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err())
+	}
+	// The old owner's SUNSUBSCRIBE wakes the waiter, and so does the new
+	// owner's confirmation.
+	if !waken(sub, 5*time.Second) {
+		t.Fatal("no wake-up when the slot moved")
+	}
+	waitServer(t, "the channel to be subscribed on its new shard", func() bool {
+		counts, err := dst.PubSubShardNumSub(ctx, n.channel).Result()
+		return err == nil && counts[n.channel] == 1
+	})
+	for len(sub.C()) > 0 {
+		<-sub.C()
+	}
+	mustRelease(t, mustAcquire(t, d, reqFor(key, 5*time.Second)))
+	if !waken(sub, 5*time.Second) {
+		t.Fatal("a release on the slot's new master did not wake the waiter")
+	}
+}

@@ -1,0 +1,478 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// RedLock is a dlock driver over N independent Redis masters (the RedLock
+// algorithm): a lock is held when a majority of them, N/2+1, hold it, each
+// with the same scripts, key layout and capabilities as [Driver]. Make it
+// with [NewRedLock] over go-redis clients, or through dlock.Open with a
+// "redlock://" URL; see "RedLock" in the package documentation for what it
+// promises. It is safe for concurrent use.
+type RedLock struct {
+	nodes   []*rlNode
+	quorum  int
+	owned   bool // the clients were made from a URL, so Close closes them
+	prefix  string
+	timeout time.Duration // per-master timeout; 0: nodeTimeout(ttl)
+	closed  atomic.Bool
+
+	subMu       sync.Mutex     // orders Subscribe's Go calls before Close's Wait
+	subscribing sync.WaitGroup // background subscriptions, which Close waits for
+}
+
+// rlNode is one master.
+type rlNode struct {
+	client goredis.UniversalClient
+	name   string // its address, for errors
+	notify *notifier
+}
+
+var (
+	_ driver.Driver        = (*RedLock)(nil)
+	_ driver.Featurer      = (*RedLock)(nil)
+	_ driver.Notifier      = (*RedLock)(nil)
+	_ driver.Validator     = (*RedLock)(nil)
+	_ driver.BatchExtender = (*RedLock)(nil)
+	_ driver.Inspector     = (*RedLock)(nil)
+)
+
+// NewRedLock returns a RedLock driver over one client per master, which the
+// caller keeps owning: Close does not close them. Each client must reach a
+// different, independent server (not a replica of another, nor the same
+// server under another name); clients whose addresses name the same server
+// (the same host and port, "localhost" and 127.0.0.1 counting as the same
+// host) are refused, as they would inflate the quorum. dlock.Open also
+// compares the servers' run IDs, which NewRedLock, making no I/O, cannot.
+//
+// Set ContextTimeoutEnabled on each client: the per-master timeout (see
+// [WithNodeTimeout]) cuts a hung master's command only then; without it a
+// hung master holds every operation for the client's read timeout.
+func NewRedLock(clients []goredis.UniversalClient, opts ...Option) (*RedLock, error) {
+	if len(clients) == 0 {
+		return nil, errors.New("redis: NewRedLock with no clients")
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	addrs := make([]string, len(clients))
+	for i, c := range clients {
+		if c == nil {
+			return nil, fmt.Errorf("redis: NewRedLock: client %d is nil", i)
+		}
+		for j := range i {
+			if clients[j] == c {
+				return nil, fmt.Errorf("redis: NewRedLock: clients %d and %d are the same client", j, i)
+			}
+		}
+		addrs[i] = clientAddr(c)
+	}
+	if err := distinctAddrs(addrs, nil); err != nil {
+		return nil, fmt.Errorf("redis: NewRedLock: %w", err)
+	}
+	return newRedLock(clients, addrs, false, o), nil
+}
+
+func newRedLock(clients []goredis.UniversalClient, addrs []string, owned bool, o options) *RedLock {
+	r := &RedLock{quorum: len(clients)/2 + 1, owned: owned, prefix: o.prefix, timeout: o.nodeTimeout}
+	for i, c := range clients {
+		name := addrs[i]
+		if name == "" {
+			name = fmt.Sprintf("master %d", i)
+		}
+		r.nodes = append(r.nodes, &rlNode{client: c, name: name, notify: newNotifier(c)})
+	}
+	return r
+}
+
+// clientAddr returns the address a single-node client dials, or "".
+func clientAddr(c goredis.UniversalClient) string {
+	if sc, ok := c.(*goredis.Client); ok {
+		return sc.Options().Addr
+	}
+	return ""
+}
+
+// Features reports read-write and reentrant locks, each held on a majority.
+func (r *RedLock) Features() driver.Features {
+	return driver.Features{Shared: true, Reentrant: true}
+}
+
+// ValidateKey accepts every key the core accepts, as [Driver] does.
+func (r *RedLock) ValidateKey(string) error { return nil }
+
+// ValidateTTL accepts every TTL the core accepts, as [Driver] does. A TTL
+// too short for the masters' round trips is refused later, by every
+// acquisition finding its validity used up.
+func (r *RedLock) ValidateTTL(time.Duration) error { return nil }
+
+// Masters returns the number of masters, and Quorum the majority a lock
+// needs.
+func (r *RedLock) Masters() int { return len(r.nodes) }
+
+// Quorum returns the number of masters that must hold a lock: N/2+1.
+func (r *RedLock) Quorum() int { return r.quorum }
+
+// nodeTimeout is how long one master may take to answer one request of an
+// operation with ttl: set by WithNodeTimeout, else a tenth of the TTL,
+// between 2 ms and 100 ms. It must be far below the TTL, so that a hung
+// master costs a small part of the validity.
+func (r *RedLock) nodeTimeout(ttl time.Duration) time.Duration {
+	if r.timeout > 0 {
+		return r.timeout
+	}
+	return min(max(ttl/10, 2*time.Millisecond), 100*time.Millisecond)
+}
+
+// drift is the clock drift RedLock allows for over ttl, as the Redis
+// documentation suggests: 1% of the TTL plus 2 ms.
+func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// stillValid reports whether something confirmed by every master since
+// started is still valid for ttl, with the drift allowance left over.
+func stillValid(started time.Time, ttl time.Duration) bool {
+	return time.Since(started)+drift(ttl) < ttl
+}
+
+// each runs f on the masters for which want is true (every master when want
+// is nil) at once, each with its own ctx bounded by timeout, and waits for
+// all of them.
+func (r *RedLock) each(ctx context.Context, timeout time.Duration, want []bool, f func(ctx context.Context, i int, nd *rlNode)) {
+	var wg sync.WaitGroup
+	for i, nd := range r.nodes {
+		if want != nil && !want[i] {
+			continue
+		}
+		wg.Go(func() {
+			nctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			f(nctx, i, nd)
+		})
+	}
+	wg.Wait()
+}
+
+// TryAcquire takes the lock on a majority of the masters, in two phases.
+//
+// First the acquire script runs on every master at once, each bounded by the
+// per-master timeout. Without a majority of grants, or when the time taken
+// leaves no validity (TTL − elapsed − drift ≤ 0), the request is released on
+// every master (a master that timed out may have applied it) and refused:
+// with a *driver.LockedError when masters refused it because another owner
+// holds the lock there, and otherwise with an error saying which masters
+// failed or how long they took (a TTL too short for the masters should
+// fail loudly, not wait forever).
+//
+// Then the fencing token T, the highest token the majority issued, is
+// written back to the masters that granted (the fence script raises their
+// counters to T): see "RedLock" in the package documentation for why. The
+// grant stands when a majority acknowledged T within the validity. A
+// re-entry (a majority joined an entry of the same owner) keeps the token
+// of the entry it joined.
+//
+// The lease's Validity is the TTL, counted by the core from the start of
+// this call: the time the masters took is thereby subtracted, and the core
+// subtracts the drift allowance too.
+func (r *RedLock) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	if err := r.enter(ctx); err != nil {
+		return nil, err
+	}
+	n := namesOf(r.prefix, req.Key)
+	timeout := r.nodeTimeout(req.TTL)
+	started := time.Now()
+	grants := make([]grant, len(r.nodes))
+	errs := make([]error, len(r.nodes))
+	r.each(ctx, timeout, nil, func(ctx context.Context, i int, nd *rlNode) {
+		grants[i], errs[i] = acquire(ctx, nd.client, n, req)
+	})
+	granted := make([]bool, len(r.nodes))
+	ok, again, refused := 0, 0, 0
+	var token, againToken uint64
+	var retry time.Duration
+	for i, g := range grants {
+		switch {
+		case errs[i] != nil:
+			errs[i] = fmt.Errorf("%s: %w", r.nodes[i].name, errs[i])
+		case g.ok:
+			granted[i] = true
+			ok++
+			token = max(token, g.token)
+			if g.again {
+				again++
+				againToken = max(againToken, g.token)
+			}
+		default:
+			refused++
+			if g.retry > 0 && (retry == 0 || g.retry < retry) {
+				retry = g.retry
+			}
+		}
+	}
+	if again >= r.quorum {
+		token = againToken
+	}
+	fenced, fenceTried := 0, false
+	if ok >= r.quorum && stillValid(started, req.TTL) {
+		fenceTried = true
+		var mu sync.Mutex
+		r.each(ctx, timeout, granted, func(ctx context.Context, i int, nd *rlNode) {
+			err := fence(ctx, nd.client, n, req.ID, token)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: writing the fencing token back: %w", nd.name, err)
+				return
+			}
+			fenced++
+		})
+		if fenced >= r.quorum && stillValid(started, req.TTL) {
+			l := &rlLease{r: r, names: n, id: req.ID, token: token}
+			l.validity.Store(int64(req.TTL))
+			return l, nil
+		}
+	}
+	// No valid majority: give back whatever was granted, everywhere (a
+	// master that timed out may have applied the request).
+	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.TTL)
+	r.releaseAll(cleanup, n, req.ID, r.releaseTimeout(req.TTL))
+	cancel()
+	elapsed := time.Since(started).Round(time.Millisecond)
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case r.closed.Load():
+		return nil, driver.ErrClosed
+	case refused > 0 && ok < r.quorum:
+		// Held by someone else on enough masters: worth waiting for.
+		return nil, &driver.LockedError{RetryAfter: retry}
+	case ok >= r.quorum && (!fenceTried || fenced >= r.quorum):
+		return nil, fmt.Errorf("redis: redlock: a majority granted the lock, but only after %v of its %v TTL (less the %v drift allowance): the TTL is too short for these masters, or they are overloaded", elapsed, req.TTL, drift(req.TTL))
+	case ok >= r.quorum:
+		return nil, fmt.Errorf("redis: redlock: a majority granted the lock, but %d of %d acknowledged its fencing token in time, %d needed: %w",
+			fenced, ok, r.quorum, errors.Join(errs...))
+	}
+	return nil, fmt.Errorf("redis: redlock: %d of %d masters granted the lock within the %v per-master timeout, %d needed: %w",
+		ok, len(r.nodes), timeout, r.quorum, errors.Join(errs...))
+}
+
+// releaseAll runs the release script for id on every master, each bounded
+// by timeout.
+func (r *RedLock) releaseAll(ctx context.Context, n names, id string, timeout time.Duration) (released, refused int, errs []error) {
+	var mu sync.Mutex
+	r.each(ctx, timeout, nil, func(ctx context.Context, i int, nd *rlNode) {
+		ok, err := release(ctx, nd.client, n, id, "PUBLISH")
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", nd.name, err))
+		case ok:
+			released++
+		default:
+			refused++
+		}
+	})
+	return released, refused, errs
+}
+
+// releaseTimeout bounds one master's release: twice an acquisition's
+// per-master timeout, as a release is never retried, and a master that
+// misses it keeps the hold for a TTL.
+func (r *RedLock) releaseTimeout(ttl time.Duration) time.Duration { return 2 * r.nodeTimeout(ttl) }
+
+// verdict turns the per-master outcomes of an extension or release into the
+// lease's: nil with a majority, ErrNotHeld when enough masters said "not
+// yours" that no majority is possible, the masters' errors otherwise.
+func (r *RedLock) verdict(ok, refused int, errs []error) error {
+	switch {
+	case ok >= r.quorum:
+		return nil
+	case refused > len(r.nodes)-r.quorum:
+		return driver.ErrNotHeld
+	case r.closed.Load():
+		return driver.ErrClosed
+	}
+	return fmt.Errorf("redis: redlock: %d of %d masters confirmed, %d needed: %w", ok, len(r.nodes), r.quorum, errors.Join(errs...))
+}
+
+// Subscribe listens for releases of key on every master's shared pub/sub
+// connection (each as [Driver.Subscribe] does), and merges their wake-ups:
+// a release publishes on each master it frees. It returns at once: each
+// master is subscribed in the background, bounded by a short timeout, so
+// that a hung master does not delay the waiter's first attempt; each
+// subscription that takes effect wakes the waiter once (see [Driver]), so a
+// release in between is not missed. A master that cannot be subscribed
+// sends no wake-ups; the core polls beside them.
+func (r *RedLock) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	if err := r.enter(ctx); err != nil {
+		return nil, err
+	}
+	channel := namesOf(r.prefix, key).channel
+	m := &multiSub{c: make(chan struct{}, 1)}
+	r.subMu.Lock()
+	defer r.subMu.Unlock()
+	if r.closed.Load() {
+		return nil, driver.ErrClosed
+	}
+	for _, nd := range r.nodes {
+		r.subscribing.Go(func() {
+			sctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+			defer cancel()
+			s, err := nd.notify.subscribeTo(sctx, channel, m.c)
+			if err != nil {
+				return
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if m.closed {
+				_ = s.Close()
+				return
+			}
+			m.subs = append(m.subs, s)
+		})
+	}
+	return m, nil
+}
+
+// subscribeTimeout bounds subscribing on one master: a write on the shared
+// connection, or its dial when there is none yet.
+const subscribeTimeout = time.Second
+
+// multiSub is one waiter's subscriptions on several masters, delivering to
+// one channel.
+type multiSub struct {
+	c      chan struct{}
+	mu     sync.Mutex
+	closed bool
+	subs   []*subscription
+}
+
+func (m *multiSub) C() <-chan struct{} { return m.c }
+
+func (m *multiSub) Close() error {
+	m.mu.Lock()
+	subs := m.subs
+	m.subs, m.closed = nil, true
+	m.mu.Unlock()
+	for _, s := range subs {
+		_ = s.Close()
+	}
+	return nil
+}
+
+// Close ends the masters' pub/sub connections, and closes the go-redis
+// clients if the driver made them from a URL. Locks still held are not
+// released: they expire by their TTL. Later calls return driver.ErrClosed;
+// a second Close returns nil.
+func (r *RedLock) Close() error {
+	if !r.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	var errs []error
+	r.subMu.Lock() // no Subscribe starts a subscription after this
+	r.subMu.Unlock()
+	r.subscribing.Wait() // each ends within subscribeTimeout
+	for _, nd := range r.nodes {
+		nd.notify.close()
+		if r.owned {
+			errs = append(errs, nd.client.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *RedLock) enter(ctx context.Context) error {
+	if r.closed.Load() {
+		return driver.ErrClosed
+	}
+	return ctx.Err()
+}
+
+func (r *RedLock) opErr(err error) error {
+	if r.closed.Load() {
+		return driver.ErrClosed
+	}
+	return err
+}
+
+// rlLease is a lock held on a majority of the masters.
+type rlLease struct {
+	r        *RedLock
+	names    names
+	id       string
+	token    uint64
+	validity atomic.Int64
+}
+
+var _ driver.Lease = (*rlLease)(nil)
+
+// Token returns the fencing token: see "RedLock" in the package
+// documentation for its guarantee.
+func (l *rlLease) Token() uint64 { return l.token }
+
+// Validity returns the TTL of the latest grant or extension, counted from
+// the start of its call.
+func (l *rlLease) Validity() time.Duration { return time.Duration(l.validity.Load()) }
+
+// Extend extends the hold on every master at once; it succeeds when a
+// majority extended it within the validity. When so many masters no longer
+// hold it that no majority can, it returns ErrNotHeld; other failures are
+// returned as they are, for the core to retry.
+func (l *rlLease) Extend(ctx context.Context, ttl time.Duration) error {
+	if err := l.r.enter(ctx); err != nil {
+		return err
+	}
+	started := time.Now()
+	var mu sync.Mutex
+	ok, refused := 0, 0
+	var errs []error
+	l.r.each(ctx, l.r.nodeTimeout(ttl), nil, func(ctx context.Context, i int, nd *rlNode) {
+		extended, err := extend(ctx, nd.client, l.names, l.id, ttl)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", nd.name, err))
+		case extended:
+			ok++
+		default:
+			refused++
+		}
+	})
+	if err := l.r.verdict(ok, refused, errs); err != nil {
+		return err
+	}
+	if !stillValid(started, ttl) {
+		return fmt.Errorf("redis: redlock: a majority extended the lock, but only after %v of its %v TTL", time.Since(started).Round(time.Millisecond), ttl)
+	}
+	l.validity.Store(int64(ttl))
+	return nil
+}
+
+// Release removes the hold from every master at once, and wakes the key's
+// waiters through each master it frees. It succeeds when a majority still
+// held it; when no majority can have, it returns ErrNotHeld (after removing
+// what was left on the minority).
+func (l *rlLease) Release(ctx context.Context) error {
+	if err := l.r.enter(ctx); err != nil {
+		return err
+	}
+	released, refused, errs := l.r.releaseAll(ctx, l.names, l.id, l.r.releaseTimeout(l.Validity()))
+	return l.r.verdict(released, refused, errs)
+}
