@@ -21,30 +21,83 @@ import (
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
-// containerBackend is a backend dlock bench can start in a container from
-// the project's own images, as the tests do.
+// containerBackend is a backend dlock bench can start in containers from
+// the project's own images, as the tests do: start returns a target over the
+// started servers, and a func that stops them.
 type containerBackend struct {
-	name   string
-	start  func(ctx context.Context) (*testserver.Server, error)
-	url    func(addr string) string
-	target func(url string) (benchkit.Target, func(), error)
+	name  string
+	start func(ctx context.Context) (benchkit.Target, func(), error)
 }
 
 var containerBackends = []containerBackend{
-	{"redis", testserver.StartRedis, func(a string) string { return "redis://" + a + "/0" }, benchtargets.Redis},
-	{"memcached", func(ctx context.Context) (*testserver.Server, error) { return testserver.StartMemcached(ctx) },
-		func(a string) string { return "memcache://" + a }, benchtargets.Memcached},
-	{"postgres", testserver.StartPostgres, testserver.PostgresURL, postgresTarget},
-	{"zookeeper", testserver.StartZooKeeper, func(a string) string { return "zk://" + a + "/dlock-bench?session_timeout=4s" }, zookeeperTarget},
+	{"redis", single(testserver.StartRedis, func(a string) string { return "redis://" + a + "/0" }, benchtargets.Redis)},
+	{"redis-cluster", redisCluster},
+	{"redlock", redLock},
+	{"memcached", single(func(ctx context.Context) (*testserver.Server, error) { return testserver.StartMemcached(ctx) },
+		func(a string) string { return "memcache://" + a }, benchtargets.Memcached)},
+	{"postgres", single(testserver.StartPostgres, testserver.PostgresURL, postgresTarget)},
+	{"zookeeper", single(testserver.StartZooKeeper, func(a string) string { return "zk://" + a + "/dlock-bench?session_timeout=4s" }, zookeeperTarget)},
+}
+
+// single starts one server and makes its target from its URL.
+func single(start func(context.Context) (*testserver.Server, error), url func(addr string) string,
+	target func(url string) (benchkit.Target, func(), error)) func(context.Context) (benchkit.Target, func(), error) {
+	return func(ctx context.Context) (benchkit.Target, func(), error) {
+		srv, err := start(ctx)
+		if err != nil {
+			return benchkit.Target{}, nil, err
+		}
+		t, done, err := target(url(srv.Addr()))
+		stop := func() {
+			if done != nil {
+				done()
+			}
+			_ = srv.Terminate(context.WithoutCancel(ctx))
+		}
+		if err != nil {
+			stop()
+			return benchkit.Target{}, nil, err
+		}
+		return t, stop, nil
+	}
+}
+
+// redisCluster is a 3-master Redis Cluster.
+func redisCluster(ctx context.Context) (benchkit.Target, func(), error) {
+	c, err := testserver.StartRedisCluster(ctx, 3)
+	if err != nil {
+		return benchkit.Target{}, nil, err
+	}
+	return withStop(benchtargets.RedisCluster(c.URL(), c.Addrs()))(func() { _ = c.Terminate(context.WithoutCancel(ctx)) })
+}
+
+// redLock is RedLock over 5 independent masters.
+func redLock(ctx context.Context) (benchkit.Target, func(), error) {
+	g, err := testserver.StartRedisGroup(ctx, 5)
+	if err != nil {
+		return benchkit.Target{}, nil, err
+	}
+	return withStop(benchtargets.RedLock(g.RedLockURL(), g.Addrs()))(func() { _ = g.Terminate(context.WithoutCancel(ctx)) })
+}
+
+// withStop chains stopping the servers after a target's own cleanup.
+func withStop(t benchkit.Target, done func(), err error) func(stop func()) (benchkit.Target, func(), error) {
+	return func(stop func()) (benchkit.Target, func(), error) {
+		if err != nil {
+			stop()
+			return benchkit.Target{}, nil, err
+		}
+		return t, func() { done(); stop() }, nil
+	}
+}
+
+func postgresTarget(url string) (benchkit.Target, func(), error) {
+	return benchtargets.Postgres(context.Background(), url)
 }
 
 // zookeeperTarget: the project's ZooKeeper image caps sessions at 4 s.
 func zookeeperTarget(url string) (benchkit.Target, func(), error) {
 	return benchtargets.ZooKeeper(url, 4*time.Second), func() {}, nil
-}
-
-func postgresTarget(url string) (benchkit.Target, func(), error) {
-	return benchtargets.Postgres(context.Background(), url)
 }
 
 // targetFor makes a target for an existing server's URL.
@@ -178,18 +231,18 @@ func containerNames() []string {
 	return names
 }
 
-// benchContainer starts cb's server, measures it and stops it; it returns
-// why it could not, or "".
+// benchContainer starts cb's servers, measures them and stops them; it
+// returns why it could not, or "".
 func benchContainer(ctx context.Context, cb containerBackend, measure func(benchkit.Target), progress func(string)) string {
-	progress("starting " + cb.name + " in a container")
-	srv, err := cb.start(ctx)
+	progress("starting " + cb.name + " in containers")
+	t, stop, err := cb.start(ctx)
 	if errors.Is(err, testserver.ErrNoImage) {
 		if setup := findSetup(); setup != "" {
 			progress("building the project's images with " + setup)
 			if out, serr := exec.CommandContext(ctx, "bash", setup).CombinedOutput(); serr != nil {
 				return fmt.Sprintf("testenv/setup failed: %v: %s", serr, lastLine(out))
 			}
-			srv, err = cb.start(ctx)
+			t, stop, err = cb.start(ctx)
 		}
 	}
 	switch {
@@ -200,12 +253,7 @@ func benchContainer(ctx context.Context, cb containerBackend, measure func(bench
 	case err != nil:
 		return err.Error()
 	}
-	defer srv.Terminate(context.WithoutCancel(ctx))
-	t, done, err := cb.target(cb.url(srv.Addr()))
-	if err != nil {
-		return err.Error()
-	}
-	defer done()
+	defer stop()
 	measure(t)
 	return ""
 }

@@ -125,8 +125,12 @@ type Server struct {
 	mu sync.Mutex // serialises Pause/Unpause/Stop/Start/Terminate
 }
 
-// setTestcontainersDefaults must run before testcontainers reads its
-// configuration (it does so once per process).
+// The defaults are set when the package loads, so that every path into
+// testcontainers (single servers, groups, clusters) sees them before
+// testcontainers reads its configuration, which it does once per process.
+func init() { setTestcontainersDefaults() }
+
+// setTestcontainersDefaults sets the environment testcontainers needs here.
 var setTestcontainersDefaults = sync.OnceFunc(func() {
 	// The reaper image cannot be pulled on our machines.
 	setenvDefault("TESTCONTAINERS_RYUK_DISABLED", "true")
