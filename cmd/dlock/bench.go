@@ -36,6 +36,7 @@ var containerBackends = []containerBackend{
 	{"memcached", single(func(ctx context.Context) (*testserver.Server, error) { return testserver.StartMemcached(ctx) },
 		func(a string) string { return "memcache://" + a }, benchtargets.Memcached)},
 	{"postgres", single(testserver.StartPostgres, testserver.PostgresURL, postgresTarget)},
+	{"etcd", single(testserver.StartEtcd, func(a string) string { return "etcd://" + a }, benchtargets.Etcd)},
 	{"zookeeper", single(testserver.StartZooKeeper, func(a string) string { return "zk://" + a + "/dlock-bench?session_timeout=4s" }, zookeeperTarget)},
 }
 
@@ -109,6 +110,8 @@ func targetFor(rawURL string) (benchkit.Target, func(), error) {
 		return benchtargets.Memcached(rawURL)
 	case "postgres", "postgresql":
 		return postgresTarget(rawURL)
+	case "etcd":
+		return benchtargets.Etcd(rawURL)
 	case "zk":
 		return benchtargets.ZooKeeper(rawURL, 10*time.Second), func() {}, nil // the driver's default session timeout
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	// Every backend, for URLs and configuration.
+	_ "github.com/dlock-go/dlock/drivers/etcd"
 	_ "github.com/dlock-go/dlock/drivers/hazelcast"
 	_ "github.com/dlock-go/dlock/drivers/memcached"
 	_ "github.com/dlock-go/dlock/drivers/memory"

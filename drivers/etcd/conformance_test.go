@@ -1,0 +1,71 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+
+	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// TestConformance runs the shared suite against the real server, with its
+// fault hooks when the server is this package's container, and checks that
+// the drivers it made leave no goroutine behind.
+func TestConformance(t *testing.T) {
+	server.Need(t)
+	before := goleak.IgnoreCurrent()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t), Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := conformance.Harness{
+		NewDriver: func(ctx context.Context) (driver.Driver, error) {
+			return openTest(ctx, testTTL)
+		},
+		TTL: testTTL,
+		// Tampering is what an operator with etcdctl would do to the
+		// holder's key: delete it, or put another value (and no lease) over
+		// it, which keeps its create revision but not its mod revision.
+		Tamper: func(ctx context.Context, key string, overwrite bool) error {
+			n := namesOf(DefaultPrefix, key)
+			resp, err := cli.Get(ctx, n.queue, clientv3.WithFirstCreate()...)
+			if err != nil {
+				return err
+			}
+			if len(resp.Kvs) == 0 {
+				return fmt.Errorf("no entry under %q", n.queue)
+			}
+			holder := string(resp.Kvs[0].Key)
+			if overwrite {
+				_, err = cli.Put(ctx, holder, "stranger")
+			} else {
+				_, err = cli.Delete(ctx, holder)
+			}
+			return err
+		},
+	}
+	if server.Faults() {
+		h.Faults = &conformance.Faults{
+			Pause:  server.Server.Pause,
+			Resume: server.Server.Unpause,
+			Restart: func(ctx context.Context) error {
+				if err := server.Server.Stop(ctx); err != nil {
+					return err
+				}
+				return server.Server.Start(ctx)
+			},
+		}
+	}
+	conformance.Run(t, h)
+	_ = cli.Close()
+	goleak.VerifyNone(t, before,
+		// The Docker client's idle keep-alive connections, from the fault
+		// hooks; the driver uses no HTTP.
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"))
+}

@@ -1,0 +1,214 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Driver is a dlock driver over an etcd cluster. It implements
+// driver.Driver, driver.Blocker, driver.Featurer and driver.Validator, and
+// its leases driver.LossReporter and driver.UncertaintyReporter. Make it
+// with [New] over a clientv3 client, or through dlock.Open with an
+// "etcd://" URL. It is safe for concurrent use.
+type Driver struct {
+	cli    *clientv3.Client
+	owned  bool // made from a URL, so Close closes it
+	prefix string
+	ttl    time.Duration // of the session lease, as configured
+
+	// ctx is cancelled, with cause driver.ErrClosed, by Close: it ends every
+	// keeper, and so every lease's Lost context, and every wait.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup // background goroutines, which Close waits for
+
+	// granting admits one session grant at a time.
+	granting chan struct{}
+
+	mu     sync.Mutex
+	closed bool
+	sess   *keeper                      // the current session; nil before the first lock
+	holds  map[clientv3.LeaseID]*keeper // leases of reentrant holds this Driver takes part in
+}
+
+var (
+	_ driver.Driver    = (*Driver)(nil)
+	_ driver.Blocker   = (*Driver)(nil)
+	_ driver.Featurer  = (*Driver)(nil)
+	_ driver.Validator = (*Driver)(nil)
+)
+
+// New returns a Driver over cli, which the caller keeps owning: Close does
+// not close it. Each Driver is an independent lock client with a session
+// lease of its own, even when several share one clientv3 client. The
+// session is granted at the first lock, not here.
+func New(cli *clientv3.Client, opts ...Option) (*Driver, error) {
+	if cli == nil {
+		return nil, errors.New("etcd: New with a nil client")
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	return newDriver(cli, false, o), nil
+}
+
+func newDriver(cli *clientv3.Client, owned bool, o options) *Driver {
+	d := &Driver{
+		cli:      cli,
+		owned:    owned,
+		prefix:   o.prefix,
+		ttl:      o.ttl,
+		granting: make(chan struct{}, 1),
+		holds:    map[clientv3.LeaseID]*keeper{},
+	}
+	d.ctx, d.cancel = context.WithCancelCause(context.Background())
+	return d
+}
+
+// Features reports read-write locks and reentrant locks (see
+// "Capabilities" in the package documentation).
+func (d *Driver) Features() driver.Features {
+	return driver.Features{Shared: true, Reentrant: true}
+}
+
+// ValidateKey accepts every key the core accepts: etcd names are binary
+// safe, and the driver's escaping keeps every key's names apart.
+func (d *Driver) ValidateKey(string) error { return nil }
+
+// ValidateTTL accepts TTLs up to the Driver's session TTL. A lock lives
+// under the session lease, so etcd can promise it no longer than that: a
+// longer TTL could not be honoured, and the core would renew it too late.
+func (d *Driver) ValidateTTL(ttl time.Duration) error {
+	if ttl > d.ttl {
+		return fmt.Errorf("%v is longer than this etcd driver's session TTL of %v, which bounds every lock's; open the driver with a session TTL (URL parameter ttl, or WithSessionTTL) of at least %v",
+			ttl, d.ttl, (ttl + time.Second - 1).Truncate(time.Second))
+	}
+	return nil
+}
+
+// Close stops the Driver's keepalives and waits for its background work,
+// and closes the clientv3 client if the Driver made it from a URL (never one
+// passed to [New]). Locks still held are not released and their leases are
+// not revoked: etcd frees them when the session lease expires, one session
+// TTL after the last keepalive, as it would if the process had died. Their
+// Lost contexts end with driver.ErrClosed. Later calls return
+// driver.ErrClosed; a second Close returns nil.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	d.mu.Unlock()
+	d.cancel(driver.ErrClosed)
+	d.wg.Wait()
+	if d.owned {
+		return d.cli.Close()
+	}
+	return nil
+}
+
+// closing reports whether Close has begun.
+func (d *Driver) closing() bool { return d.ctx.Err() != nil }
+
+// enter checks that the Driver is open and ctx alive, before any I/O.
+func (d *Driver) enter(ctx context.Context) error {
+	if d.closing() {
+		return driver.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// opErr turns the error of a call into what the core expects: ctx's error
+// when ctx ended, ErrClosed when the Driver closed meanwhile, the error
+// unchanged otherwise, for the core to wrap once.
+func (d *Driver) opErr(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if d.closing() {
+		return driver.ErrClosed
+	}
+	return err
+}
+
+// spawn runs f in a goroutine that Close waits for; false after Close.
+func (d *Driver) spawn(f func()) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// session returns the Driver's live session, granting a new lease when there
+// is none yet or the last one was lost.
+func (d *Driver) session(ctx context.Context) (*keeper, error) {
+	if k := d.liveSession(); k != nil {
+		return k, nil
+	}
+	select {
+	case d.granting <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-d.ctx.Done():
+		return nil, driver.ErrClosed
+	}
+	defer func() { <-d.granting }()
+	if k := d.liveSession(); k != nil {
+		return k, nil // granted by the caller we waited for
+	}
+	k, err := d.grant(ctx, d.ttl, true)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.sess = k
+	d.mu.Unlock()
+	return k, nil
+}
+
+func (d *Driver) liveSession() *keeper {
+	d.mu.Lock()
+	k := d.sess
+	d.mu.Unlock()
+	if k != nil && k.lost() == nil {
+		return k
+	}
+	return nil
+}
+
+// grant asks etcd for a lease of ttl and starts keeping it alive.
+func (d *Driver) grant(ctx context.Context, ttl time.Duration, revokeOnLoss bool) (*keeper, error) {
+	sent := time.Now()
+	resp, err := d.cli.Grant(ctx, int64(ttl/time.Second))
+	if err != nil {
+		// A lease granted after all expires by itself: nothing holds it.
+		return nil, d.opErr(ctx, err)
+	}
+	k, ok := d.newKeeper(resp.ID, time.Duration(resp.TTL)*time.Second, sent, revokeOnLoss)
+	if !ok {
+		return nil, driver.ErrClosed
+	}
+	return k, nil
+}

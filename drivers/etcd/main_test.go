@@ -1,0 +1,107 @@
+package etcd
+
+import (
+	"context"
+	"crypto/rand"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/dlock-go/dlock/internal/testserver"
+)
+
+// server is the etcd cluster of this package's tests: one single-member
+// container started by TestMain, or the cluster DLOCK_TEST_ETCD_URL names.
+var server testserver.Target
+
+// TestMain starts one etcd container for the whole package (or uses
+// DLOCK_TEST_ETCD_URL) and terminates it after the tests. Without a Docker
+// engine the server tests skip, saying why, unless DLOCK_REQUIRE_CONTAINERS=1
+// makes that a failure.
+func TestMain(m *testing.M) { testserver.Main(m, testserver.EtcdTarget, &server) }
+
+// testTTL is the session TTL of the tests' drivers, and the TTL of their
+// locks: the shortest etcd lease the test server grants.
+const testTTL = time.Second
+
+// endpoints returns the client endpoints of the test server's URL.
+func endpoints(tb testing.TB) []string {
+	tb.Helper()
+	u, err := url.Parse(server.URL)
+	if err != nil {
+		tb.Fatalf("parse %q: %v", server.URL, err)
+	}
+	cfg, _, err := parseURL(u)
+	if err != nil {
+		tb.Fatalf("parseURL(%q): %v", server.URL, err)
+	}
+	return cfg.Endpoints
+}
+
+// newCli returns a clientv3 client of the test server, closed when tb ends.
+func newCli(tb testing.TB) *clientv3.Client {
+	tb.Helper()
+	server.Need(tb)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(tb), Logger: zap.NewNop()})
+	if err != nil {
+		tb.Fatalf("clientv3.New: %v", err)
+	}
+	tb.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// testURL returns the test server's URL with the session TTL set to ttl.
+func testURL(ttl time.Duration) string {
+	u, _ := url.Parse(server.URL)
+	q := u.Query()
+	q.Set(ttlParam, ttl.String())
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// openTest opens a Driver the way dlock.Open does, with session TTL ttl.
+func openTest(ctx context.Context, ttl time.Duration) (*Driver, error) {
+	u, err := url.Parse(testURL(ttl))
+	if err != nil {
+		return nil, err
+	}
+	d, err := open(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	return d.(*Driver), nil
+}
+
+// newTestDriver returns a Driver over cli, closed when tb ends.
+func newTestDriver(tb testing.TB, cli *clientv3.Client, opts ...Option) *Driver {
+	tb.Helper()
+	opts = append([]Option{WithSessionTTL(testTTL)}, opts...)
+	d, err := New(cli, opts...)
+	if err != nil {
+		tb.Fatalf("New: %v", err)
+	}
+	tb.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// testKey returns a key no other test (or earlier run against an external
+// server) uses.
+func testKey(tb testing.TB) string {
+	return "test/" + tb.Name() + "/" + rand.Text()[:8]
+}
+
+// newID returns a request ID shaped like the core's.
+func newID() string {
+	return strings.ToLower(rand.Text()[:26])
+}
+
+// ctxFor returns a context bounded for one test step.
+func ctxFor(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	tb.Cleanup(cancel)
+	return ctx
+}

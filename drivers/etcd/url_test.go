@@ -1,0 +1,116 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+func TestParseURL(t *testing.T) {
+	for _, tc := range []struct {
+		url       string
+		endpoints []string
+		prefix    string
+		ttl       time.Duration
+		user      string
+	}{
+		{"etcd://localhost", []string{"localhost:2379"}, DefaultPrefix, DefaultSessionTTL, ""},
+		{"etcd://h1:2379,h2:2380,h3:2381/myapp?ttl=10s", []string{"h1:2379", "h2:2380", "h3:2381"}, "myapp", 10 * time.Second, ""},
+		{"etcd://h1,h2,h3:2381", []string{"h1:2379", "h2:2379", "h3:2381"}, DefaultPrefix, DefaultSessionTTL, ""},
+		{"etcd://h1,h2,h3/myapp?ttl=10s", []string{"h1:2379", "h2:2379", "h3:2379"}, "myapp", 10 * time.Second, ""},
+		{"ETCD://[::1]:2379/", []string{"[::1]:2379"}, DefaultPrefix, DefaultSessionTTL, ""},
+		{"etcd://[::1]/a/b?ttl=1m", []string{"[::1]:2379"}, "a/b", time.Minute, ""},
+		{"etcd://h//abs", []string{"h:2379"}, "/abs", DefaultSessionTTL, ""},
+		{"etcd://alice:s%40cret@h", []string{"h:2379"}, DefaultPrefix, DefaultSessionTTL, "alice"},
+	} {
+		u, err := url.Parse(tc.url)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+		cfg, o, err := parseURL(u)
+		if err != nil {
+			t.Errorf("%s: %v", tc.url, err)
+			continue
+		}
+		if strings.Join(cfg.Endpoints, " ") != strings.Join(tc.endpoints, " ") || o.prefix != tc.prefix || o.ttl != tc.ttl || cfg.Username != tc.user {
+			t.Errorf("%s: endpoints %v prefix %q ttl %v user %q; want %v %q %v %q",
+				tc.url, cfg.Endpoints, o.prefix, o.ttl, cfg.Username, tc.endpoints, tc.prefix, tc.ttl, tc.user)
+		}
+		if tc.user != "" && cfg.Password != "s@cret" {
+			t.Errorf("%s: password %q", tc.url, cfg.Password)
+		}
+	}
+}
+
+func TestBadURLs(t *testing.T) {
+	for _, raw := range []string{
+		"etcd:opaque",
+		"etcd:///prefix",
+		"etcd://h1,,h2",
+		"etcd://h1:0",
+		"etcd://h1:70000",
+		"etcd://h1:x,h2:2379",
+		"etcd://::1",
+		"etcd://[::1",
+		"etcd://[nothost]:2379",
+		"etcd://[::1]x",
+		"etcd://:2379",
+		"etcd://h/prefix/",
+		"etcd://h?ttl=0s",
+		"etcd://h?ttl=500ms",
+		"etcd://h?ttl=1500ms",
+		"etcd://h?ttl=forever",
+		"etcd://h?ttl=1s&ttl=2s",
+		"etcd://h?tls=true",
+		"etcd://:pw@h",
+		"etcd://h#frag",
+		"redis://h",
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			continue // dlock.Open refuses it already
+		}
+		if _, _, err := parseURL(u); !errors.Is(err, dlock.ErrInvalidURL) {
+			t.Errorf("%s: %v, want ErrInvalidURL", raw, err)
+		}
+	}
+}
+
+func TestURLErrorsHidePassword(t *testing.T) {
+	for _, raw := range []string{"etcd://bob:hunter2@h1:0,h2:2379", "etcd://bob:hunter2@h?ttl=bad", "etcd://bob:hunter2@h?nope=1"} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = parseURL(u)
+		if err == nil || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: %v", raw, err)
+		}
+	}
+	// Through dlock.Open, where nothing answers.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := dlock.Open(ctx, "etcd://bob:hunter2@127.0.0.1:1")
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("Open of an unreachable cluster: %v", err)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	for _, ttl := range []time.Duration{0, -time.Second, 999 * time.Millisecond, 1500 * time.Millisecond, 200 * 365 * 24 * time.Hour} {
+		if err := WithSessionTTL(ttl)(&options{}); !errors.Is(err, dlock.ErrInvalidOption) {
+			t.Errorf("WithSessionTTL(%v): %v, want ErrInvalidOption", ttl, err)
+		}
+	}
+	if err := WithPrefix("a/")(&options{}); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("WithPrefix(a/): %v, want ErrInvalidOption", err)
+	}
+	if _, err := New(nil); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+}
