@@ -1,13 +1,9 @@
 package testserver
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"net"
 	"os"
 	"strings"
-	"time"
 )
 
 // MemcachedImage is the image testenv/setup builds from
@@ -65,33 +61,6 @@ func MemcachedTarget(ctx context.Context) (Target, error) {
 // readiness does not depend on the client library under test. ctx bounds the
 // whole exchange.
 func PingMemcached(ctx context.Context, addr string) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	// Deadlines, not ctx, bound reads and writes on a net.Conn; without one
-	// a ping to a paused server would hang forever.
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(5 * time.Second)
-	}
-	if err := conn.SetDeadline(deadline); err != nil {
-		return err
-	}
-	// A cancelled ctx without a deadline must end the exchange too.
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-	defer stop()
-	if _, err := conn.Write([]byte("version\r\n")); err != nil {
-		return fmt.Errorf("memcached version %s: %w", addr, err)
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("memcached version %s: %w", addr, err)
-	}
-	if line = strings.TrimRight(line, "\r\n"); !strings.HasPrefix(line, "VERSION ") {
-		return fmt.Errorf("memcached version %s: got %q, want VERSION ...", addr, line)
-	}
-	return nil
+	return expectLine(ctx, "memcached version", addr, "version\r\n",
+		func(l string) bool { return strings.HasPrefix(l, "VERSION ") }, "VERSION ...")
 }

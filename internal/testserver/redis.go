@@ -1,13 +1,8 @@
 package testserver
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"net"
 	"os"
-	"strings"
-	"time"
 )
 
 // RedisImage is the image testenv/setup builds from testenv/images/redis.
@@ -52,34 +47,5 @@ func RedisTarget(ctx context.Context) (Target, error) {
 // +PONG. It uses a raw connection so that readiness does not depend on the
 // client library under test. ctx bounds the whole exchange.
 func PingRedis(ctx context.Context, addr string) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	// Deadlines, not ctx, bound reads and writes on a net.Conn; without one
-	// a ping to a paused server would hang forever.
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(5 * time.Second)
-	}
-	if err := conn.SetDeadline(deadline); err != nil {
-		return err
-	}
-	// A cancelled ctx without a deadline must end the exchange too.
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-	defer stop()
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return fmt.Errorf("redis PING %s: %w", addr, err)
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("redis PING %s: %w", addr, err)
-	}
-	if line = strings.TrimRight(line, "\r\n"); line != "+PONG" {
-		// e.g. "-LOADING ..." while a server starts, or "-NOAUTH ...".
-		return fmt.Errorf("redis PING %s: got %q, want +PONG", addr, line)
-	}
-	return nil
+	return expectLine(ctx, "redis PING", addr, "PING\r\n", func(l string) bool { return l == "+PONG" }, "+PONG")
 }

@@ -1,14 +1,10 @@
 package testserver
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"strings"
-	"time"
 )
 
 // ZooKeeperImage is the image testenv/setup builds from
@@ -98,29 +94,9 @@ func ZooKeeperMode(ctx context.Context, addr string) (string, error) {
 // test) and returns its whole answer; the server closes the connection after
 // it.
 func fourLetterWord(ctx context.Context, addr, word string) (string, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	// Deadlines, not ctx, bound reads and writes on a net.Conn; without one
-	// a question to a paused server would hang forever.
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(5 * time.Second)
-	}
-	if err := conn.SetDeadline(deadline); err != nil {
-		return "", err
-	}
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-	defer stop()
-	if _, err := io.WriteString(conn, word); err != nil {
-		return "", fmt.Errorf("zookeeper %s %s: %w", word, addr, err)
-	}
-	b, err := io.ReadAll(bufio.NewReader(conn))
+	answer, err := exchange(ctx, addr, word, everything)
 	if err != nil {
 		return "", fmt.Errorf("zookeeper %s %s: %w", word, addr, err)
 	}
-	return string(b), nil
+	return answer, nil
 }
