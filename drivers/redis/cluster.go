@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strings"
 
@@ -35,12 +34,8 @@ func openCluster(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	client := goredis.NewClusterClient(opt)
-	if err := client.Ping(ctx).Err(); err != nil {
-		_ = client.Close()
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, ctxErr
-		}
-		return nil, fmt.Errorf("redis: %s: %w", displayURL(u), err)
+	if err := pingOwned(ctx, u, client); err != nil {
+		return nil, err
 	}
 	return newDriver(client, true, o), nil
 }
@@ -51,11 +46,7 @@ func openCluster(ctx context.Context, u *url.URL) (driver.Driver, error) {
 func parseClusterURL(u *url.URL) (*goredis.ClusterOptions, options, error) {
 	o := defaultOptions()
 	bad := func(format string, args ...any) (*goredis.ClusterOptions, options, error) {
-		msg := fmt.Sprintf(format, args...)
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-		return nil, o, fmt.Errorf("%w: %s: %s", dlock.ErrInvalidURL, displayURL(u), msg)
+		return nil, o, invalidURL(u, format, args...)
 	}
 	scheme := strings.ToLower(u.Scheme)
 	nodeScheme := Scheme
@@ -73,12 +64,7 @@ func parseClusterURL(u *url.URL) (*goredis.ClusterOptions, options, error) {
 		return bad("a Cluster has database 0 only, not %q", p)
 	}
 	q := u.Query()
-	var hosts []string
-	if u.Host != "" {
-		hosts = strings.Split(u.Host, ",")
-	}
-	hosts = append(hosts, q[addrParam]...)
-	q.Del(addrParam)
+	hosts := urlHosts(u, q)
 	if len(hosts) == 0 {
 		return bad("no nodes: list some as host1:port,host2:port,... (or addr=host:port parameters)")
 	}

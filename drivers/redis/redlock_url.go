@@ -130,7 +130,7 @@ func runIDs(ctx context.Context, clients []goredis.UniversalClient) ([]string, [
 func parseRedLockURL(u *url.URL) ([]*goredis.Options, options, error) {
 	o := defaultOptions()
 	bad := func(format string, args ...any) ([]*goredis.Options, options, error) {
-		return nil, o, fmt.Errorf("%w: %s: %s", dlock.ErrInvalidURL, displayURL(u), fmt.Sprintf(format, args...))
+		return nil, o, invalidURL(u, format, args...)
 	}
 	scheme := strings.ToLower(u.Scheme)
 	nodeScheme := Scheme
@@ -145,12 +145,7 @@ func parseRedLockURL(u *url.URL) ([]*goredis.Options, options, error) {
 		return bad("want %s://[[user]:password@]host1[:port],host2[:port],...[/db]", scheme)
 	}
 	q := u.Query()
-	var hosts []string
-	if u.Host != "" {
-		hosts = strings.Split(u.Host, ",")
-	}
-	hosts = append(hosts, q[addrParam]...)
-	q.Del(addrParam)
+	hosts := urlHosts(u, q)
 	if len(hosts) == 0 {
 		return bad("no masters: list them as host1:port,host2:port,... (or addr=host:port parameters)")
 	}

@@ -38,14 +38,8 @@ func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	client := goredis.NewClient(opt)
-	// A wrong address or password should fail here, where the caller expects
-	// configuration errors, not at the first Lock.
-	if err := client.Ping(ctx).Err(); err != nil {
-		_ = client.Close()
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, ctxErr
-		}
-		return nil, fmt.Errorf("redis: %s: %w", displayURL(u), err)
+	if err := pingOwned(ctx, u, client); err != nil {
+		return nil, err
 	}
 	return newDriver(client, true, o), nil
 }
@@ -55,12 +49,7 @@ func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
 func parseURL(u *url.URL) (*goredis.Options, options, error) {
 	o := defaultOptions()
 	bad := func(format string, args ...any) (*goredis.Options, options, error) {
-		msg := fmt.Sprintf(format, args...)
-		if p, ok := u.User.Password(); ok && p != "" {
-			// go-redis's messages are not ours to audit.
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-		return nil, o, fmt.Errorf("%w: %s: %s", dlock.ErrInvalidURL, displayURL(u), msg)
+		return nil, o, invalidURL(u, format, args...)
 	}
 	scheme := strings.ToLower(u.Scheme)
 	if scheme != Scheme && scheme != SchemeTLS {
@@ -116,4 +105,42 @@ func displayURL(u *url.URL) string {
 	v.Fragment = ""
 	v.RawFragment = ""
 	return v.Redacted()
+}
+
+// invalidURL is the error of every URL parser of this package: it wraps
+// dlock.ErrInvalidURL, shows the URL redacted, and scrubs the password from
+// the message too (go-redis's messages are not ours to audit).
+func invalidURL(u *url.URL, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if p, ok := u.User.Password(); ok && p != "" {
+		msg = strings.ReplaceAll(msg, p, "xxxxx")
+	}
+	return fmt.Errorf("%w: %s: %s", dlock.ErrInvalidURL, displayURL(u), msg)
+}
+
+// urlHosts returns the nodes a multi-node URL lists: host1,host2,... in the
+// authority, then every addr= parameter, which it removes from q.
+func urlHosts(u *url.URL, q url.Values) []string {
+	var hosts []string
+	if u.Host != "" {
+		hosts = strings.Split(u.Host, ",")
+	}
+	hosts = append(hosts, q[addrParam]...)
+	q.Del(addrParam)
+	return hosts
+}
+
+// pingOwned checks that a client made from u answers, and closes it when it
+// does not: a wrong address or password should fail at Open, where the
+// caller expects configuration errors, not at the first Lock.
+func pingOwned(ctx context.Context, u *url.URL, client goredis.UniversalClient) error {
+	err := client.Ping(ctx).Err()
+	if err == nil {
+		return nil
+	}
+	_ = client.Close()
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	return fmt.Errorf("redis: %s: %w", displayURL(u), err)
 }
