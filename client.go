@@ -18,6 +18,8 @@ type Client struct {
 	features driver.Features
 	notifier driver.Notifier
 	blocker  driver.Blocker
+	// transferer hands locks to waiters of this Client directly (handoff.go).
+	transferer driver.Transferer
 
 	// closing is cancelled by Close; every wait watches it.
 	closing     context.Context
@@ -28,6 +30,7 @@ type Client struct {
 
 	qmu    sync.Mutex
 	queues map[string][]*waitQueue // waiters by key; see waitqueue.go
+	idle   map[queueID]idleSub     // left by a queue whose last waiter holds the lock
 
 	mu     sync.Mutex
 	closed bool
@@ -46,12 +49,15 @@ func New(d driver.Driver, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{drv: d, defaults: defaults, leases: map[*lease]struct{}{}, queues: map[string][]*waitQueue{}}
+	c := &Client{drv: d, defaults: defaults, leases: map[*lease]struct{}{}, queues: map[string][]*waitQueue{}, idle: map[queueID]idleSub{}}
 	if f, ok := d.(driver.Featurer); ok {
 		c.features = f.Features()
 	}
 	c.notifier, _ = d.(driver.Notifier)
 	c.blocker, _ = d.(driver.Blocker)
+	if c.blocker == nil { // a head waiting inside the backend cannot take a handover
+		c.transferer, _ = d.(driver.Transferer)
+	}
 	c.renewer.c = c
 	c.tel = newTelemetry(defaults)
 	c.closing, c.stopClosing = context.WithCancel(context.Background())
@@ -134,6 +140,12 @@ func (c *Client) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	c.qmu.Lock()
+	for id, idle := range c.idle {
+		_ = idle.sub.Close()
+		delete(c.idle, id)
+	}
+	c.qmu.Unlock()
 	errs = append(errs, c.drv.Close())
 	return errors.Join(errs...)
 }

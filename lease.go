@@ -246,10 +246,14 @@ func (l *lease) Unlock(ctx context.Context) error {
 	l.finish(ErrNotHeld, "")
 	l.mu.Unlock()
 
-	err := l.release(ctx)
-	if err == nil {
-		l.m.c.kick(l.m.key)
+	transferred, yield, err := l.transfer(ctx)
+	if !transferred {
+		err = l.release(ctx)
+		if err == nil && !yield {
+			l.m.c.kick(l.m.key)
+		}
 	}
+	l.m.c.dropIdle(l)
 	if ended != nil {
 		return ended // lost before Unlock: that is the news
 	}

@@ -88,11 +88,16 @@ func (m *mutex) attempts(ctx context.Context, mode driver.Mode, wait bool) (*lea
 	if !wait {
 		return m.attempt(ctx, mode, m.c.drv.TryAcquire)
 	}
-	q, w := m.c.enqueue(m.key, mode, m.cfg.owner)
+	var req *driver.Request
+	if m.transferable(mode) {
+		r := m.request(mode, "") // each offer gets its own ID
+		req = &r
+	}
+	q, w := m.c.enqueue(m.key, mode, m.cfg.owner, req)
 	m.c.tel.waiters.Add(ctx, 1, m.c.tel.modeAttrs[mode])
 	var l *lease
 	defer func() {
-		m.c.dequeue(q, w, l != nil)
+		m.c.dequeue(q, w, l)
 		m.c.tel.waiters.Add(ctx, -1, m.c.tel.modeAttrs[mode])
 	}()
 	select {
@@ -101,7 +106,7 @@ func (m *mutex) attempts(ctx context.Context, mode driver.Mode, wait bool) (*lea
 		return nil, ctx.Err()
 	}
 	var err error
-	l, err = m.waitAsHead(ctx, q, mode)
+	l, err = m.waitAsHead(ctx, q, w, mode)
 	return l, err
 }
 
@@ -109,7 +114,7 @@ func (m *mutex) attempts(ctx context.Context, mode driver.Mode, wait bool) (*lea
 // own queue when it has one, otherwise by trying again at every wake-up (a
 // notification from the backend, a release in this Client) and at jittered,
 // growing intervals regardless.
-func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, mode driver.Mode) (*lease, error) {
+func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode driver.Mode) (*lease, error) {
 	if m.c.blocker != nil {
 		for {
 			l, err := m.attempt(ctx, mode, m.c.blocker.Acquire)
@@ -123,7 +128,7 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, mode driver.Mode) 
 	// an uncontended Lock then costs no subscription (nor the notification
 	// of its own release).
 	if !q.held {
-		if l, err := m.attempt(ctx, mode, m.c.drv.TryAcquire); err == nil {
+		if l, err := m.attempt(ctx, mode, m.tryWaiting); err == nil {
 			return l, nil
 		} else if !errors.Is(err, ErrLocked) && !errors.Is(err, errExpiredOnArrival) {
 			return nil, err
@@ -137,10 +142,12 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, mode driver.Mode) 
 	}
 	backoff := newBackoff(m.cfg.pollMin, m.cfg.pollMax)
 	try := !q.held && wakeups != nil // with no subscription, we just tried: wait first
+	var retryID string               // set after a transfer to us whose outcome is unknown
 	for {
 		var retryAfter time.Duration
 		if try {
-			l, err := m.attempt(ctx, mode, m.c.drv.TryAcquire)
+			l, err := m.attemptAs(ctx, mode, m.tryWaiting, retryID)
+			retryID = ""
 			switch {
 			case err == nil:
 				return l, nil
@@ -154,20 +161,63 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, mode driver.Mode) 
 			}
 		}
 		try = true
-		timer := time.NewTimer(backoff.next(retryAfter))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, ctx.Err()
-		case <-wakeups:
-			timer.Stop()
-			backoff.reset()
-		case <-q.kick:
-			timer.Stop()
-			backoff.reset()
-		case <-timer.C:
+		h, err := m.sleep(ctx, q, w, wakeups, backoff, retryAfter)
+		switch {
+		case err != nil:
+			return nil, err
+		case h.dl != nil:
+			l, err := m.granted(ctx, h.dl, h.started, mode)
+			if err == nil {
+				return l, nil
+			} else if !errors.Is(err, errExpiredOnArrival) {
+				return nil, err
+			}
+		default:
+			retryID = h.retryID
 		}
 	}
+}
+
+// sleep waits for a reason to try again: a wake-up from the backend, a
+// release in this Client, or the backoff delay. When the driver can transfer
+// locks, the head also offers itself meanwhile, and may come back with the
+// lock itself, handed over by a lease of this Client (handoff.go).
+func (m *mutex) sleep(ctx context.Context, q *waitQueue, w *waiter, wakeups <-chan struct{}, backoff *backoff, retryAfter time.Duration) (handoff, error) {
+	cand := m.c.offer(q, w)
+	var handed <-chan handoff // nil, so never ready, without an offer
+	if cand != nil {
+		handed = cand.result
+	}
+	timer := time.NewTimer(backoff.next(retryAfter))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case h := <-handed:
+		m.c.qmu.Lock()
+		w.cand = nil // delivered: nothing left to withdraw
+		m.c.qmu.Unlock()
+		return h, nil
+	case <-wakeups:
+		backoff.reset()
+	case <-q.kick:
+		backoff.reset()
+	case <-timer.C:
+	}
+	if cand != nil {
+		// An Unlock may have claimed the offer meanwhile: its outcome
+		// is ours, unless ctx ends first.
+		h, ok := m.c.withdraw(ctx, q, w, cand)
+		switch {
+		case !ok: // abandoned to the Unlock, which gives the lock back
+		case h.dl != nil:
+			return h, nil
+		case h.retryID != "" && ctx.Err() != nil:
+			m.c.giveBack(ctx, cand.req, h)
+		case h.retryID != "":
+			return h, nil
+		}
+	}
+	return handoff{}, ctx.Err()
 }
 
 // opNames names operations by mode and whether they wait, for errors and
@@ -181,19 +231,43 @@ var opNames = [2]map[bool]string{
 // out by the time the reply arrived. The grant was given back; try again.
 var errExpiredOnArrival = errors.New("dlock: lock granted with no validity left")
 
-// attempt makes one acquisition through acquireFn and turns a grant into a
-// lease, refusing grants whose validity is already over.
+// attempt makes one acquisition through acquireFn, with a new request ID.
 func (m *mutex) attempt(ctx context.Context, mode driver.Mode, acquireFn func(context.Context, driver.Request) (driver.Lease, error)) (*lease, error) {
-	id, err := newID()
-	if err != nil {
-		return nil, err
+	return m.attemptAs(ctx, mode, acquireFn, "")
+}
+
+// attemptAs makes one acquisition through acquireFn with request ID id (a
+// new one when empty) and turns a grant into a lease.
+func (m *mutex) attemptAs(ctx context.Context, mode driver.Mode, acquireFn func(context.Context, driver.Request) (driver.Lease, error), id string) (*lease, error) {
+	if id == "" {
+		var err error
+		if id, err = newID(); err != nil {
+			return nil, err
+		}
 	}
-	req := driver.Request{Key: m.key, ID: id, TTL: m.cfg.ttl, Mode: mode, Owner: m.cfg.owner}
 	started := time.Now()
-	dl, err := acquireFn(ctx, req)
+	dl, err := acquireFn(ctx, m.request(mode, id))
 	if err != nil {
 		return nil, err
 	}
+	return m.granted(ctx, dl, started, mode)
+}
+
+// tryWaiting is TryAcquire for a Lock that waits: the driver may queue the
+// request (driver.Request.Wait).
+func (m *mutex) tryWaiting(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	req.Wait = true
+	return m.c.drv.TryAcquire(ctx, req)
+}
+
+// request is the driver's request for one acquisition by m.
+func (m *mutex) request(mode driver.Mode, id string) driver.Request {
+	return driver.Request{Key: m.key, ID: id, TTL: m.cfg.ttl, Mode: mode, Owner: m.cfg.owner}
+}
+
+// granted turns a grant obtained by a call that started at started into a
+// lease, refusing (and giving back) a grant whose validity is already over.
+func (m *mutex) granted(ctx context.Context, dl driver.Lease, started time.Time, mode driver.Mode) (*lease, error) {
 	l := newLease(m, dl, started, mode)
 	if !time.Now().Before(l.Deadline()) {
 		cleanup, cancel := cleanupContext(ctx, m.cfg.ttl)

@@ -33,16 +33,32 @@ type waitQueue struct {
 	// held: the previous head left with the lock, so the new head need not
 	// try before the next wake-up.
 	held bool
+	// cand is the sleeping head's offer to take the lock by transfer, and
+	// transfers counts consecutive transfers to this queue (handoff.go).
+	cand      *candidate
+	transfers int
 }
 
 // waiter is one goroutine in a waitQueue.
 type waiter struct {
 	turn chan struct{} // closed when the waiter becomes the head
+	// req is the waiter's request, when its lock can be handed over to it
+	// (handoff.go), and cand its current offer, under Client.qmu.
+	req  *driver.Request
+	cand *candidate
+}
+
+// queueID names a waitQueue, and the subscription it leaves behind.
+type queueID struct {
+	key   string
+	mode  driver.Mode
+	owner string
 }
 
 // enqueue puts a waiter at the end of its queue; it is the head at once when
-// the queue was empty.
-func (c *Client) enqueue(key string, mode driver.Mode, owner string) (*waitQueue, *waiter) {
+// the queue was empty. req is set when the lock can be handed over to it. A
+// new queue adopts the subscription the previous one left behind.
+func (c *Client) enqueue(key string, mode driver.Mode, owner string, req *driver.Request) (*waitQueue, *waiter) {
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
 	i := slices.IndexFunc(c.queues[key], func(q *waitQueue) bool { return q.mode == mode && q.owner == owner })
@@ -50,10 +66,12 @@ func (c *Client) enqueue(key string, mode driver.Mode, owner string) (*waitQueue
 	if i >= 0 {
 		q = c.queues[key][i]
 	} else {
-		q = &waitQueue{key: key, mode: mode, owner: owner, kick: make(chan struct{}, 1)}
+		id := queueID{key, mode, owner}
+		q = &waitQueue{key: key, mode: mode, owner: owner, kick: make(chan struct{}, 1), sub: c.idle[id].sub}
+		delete(c.idle, id)
 		c.queues[key] = append(c.queues[key], q)
 	}
-	w := &waiter{turn: make(chan struct{})}
+	w := &waiter{turn: make(chan struct{}), req: req}
 	q.waiters = append(q.waiters, w)
 	if len(q.waiters) == 1 {
 		close(w.turn)
@@ -61,10 +79,15 @@ func (c *Client) enqueue(key string, mode driver.Mode, owner string) (*waitQueue
 	return q, w
 }
 
-// dequeue takes w out of its queue. When w was the head, the next waiter
-// becomes head; when the queue is empty, it goes, with its subscription.
-func (c *Client) dequeue(q *waitQueue, w *waiter, acquired bool) {
+// dequeue takes w out of its queue, withdrawing its offer. When w was the
+// head, the next waiter becomes head; when w leaves with the lock, the new
+// head offers itself at once, as it will wait for w's Unlock anyway. When
+// the queue is empty, it goes; its subscription stays while w holds the
+// lock (the queue it would need next adopts it) and closes otherwise.
+func (c *Client) dequeue(q *waitQueue, w *waiter, l *lease) {
+	acquired := l != nil
 	c.qmu.Lock()
+	orphan := c.retract(q, w)
 	i := slices.Index(q.waiters, w)
 	q.waiters = slices.Delete(q.waiters, i, i+1)
 	var sub driver.Subscription
@@ -75,13 +98,45 @@ func (c *Client) dequeue(q *waitQueue, w *waiter, acquired bool) {
 		if len(c.queues[q.key]) == 0 {
 			delete(c.queues, q.key)
 		}
+		if acquired && sub != nil {
+			c.idle[queueID{q.key, q.mode, q.owner}], sub = idleSub{sub, l}, nil
+		}
 	case i == 0:
 		q.held = acquired
-		close(q.waiters[0].turn)
+		next := q.waiters[0]
+		if acquired {
+			c.offerLocked(q, next)
+		}
+		close(next.turn)
 	}
 	c.qmu.Unlock()
 	if sub != nil {
 		_ = sub.Close()
+	}
+	if orphan != nil {
+		c.giveBack(context.Background(), orphan.req, <-orphan.result)
+	}
+}
+
+// idleSub is a subscription left behind by a queue whose last waiter, l,
+// left with the lock.
+type idleSub struct {
+	sub driver.Subscription
+	l   *lease
+}
+
+// dropIdle closes the subscription the queue of l's lock left behind when l
+// took the lock, unless a new queue has adopted it: called when l ends.
+func (c *Client) dropIdle(l *lease) {
+	id := queueID{l.m.key, l.mode, l.m.cfg.owner}
+	c.qmu.Lock()
+	idle, ok := c.idle[id]
+	if ok && idle.l == l {
+		delete(c.idle, id)
+	}
+	c.qmu.Unlock()
+	if ok && idle.l == l {
+		_ = idle.sub.Close()
 	}
 }
 

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -222,3 +223,56 @@ type replyValidity struct {
 }
 
 func (l *replyValidity) Validity() time.Duration { return l.Lease.Validity() + l.elapsed }
+
+// transferringDriver adds driver.Transferer to a plainDriver: the memory
+// driver's own, or a broken replacement.
+type transferringDriver struct {
+	*plainDriver
+	transfer func(ctx context.Context, d *plainDriver, from *plainLease, to driver.Request) (driver.Lease, error)
+}
+
+func (d transferringDriver) Transfer(ctx context.Context, from driver.Lease, to driver.Request) (driver.Lease, error) {
+	pl, ok := from.(*plainLease)
+	if !ok {
+		return nil, errors.New("broken driver: foreign lease")
+	}
+	if d.transfer != nil {
+		return d.transfer(ctx, d.plainDriver, pl, to)
+	}
+	l, err := d.Driver.(driver.Transferer).Transfer(ctx, pl.Lease, to)
+	if err != nil {
+		return nil, err
+	}
+	return &plainLease{Lease: l, d: d.plainDriver, req: to}, nil
+}
+
+func unbrokenTransfer(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	return transferringDriver{plainDriver: d}
+}
+
+// A handoff as a release followed by a grant, without checking that the
+// releasing lease still held the lock: a former holder hands over a lock
+// that is someone else's (pattern 3, DEL without owner check, in a
+// handoff).
+func transferWithoutOwnerCheck(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	return transferringDriver{plainDriver: d, transfer: func(ctx context.Context, d *plainDriver, from *plainLease, to driver.Request) (driver.Lease, error) {
+		d.b.Tamper(from.req.Key, false) // the lock goes, whoever holds it
+		return d.TryAcquire(ctx, to)
+	}}
+}
+
+// A handoff that moves the lock but keeps the holder's fencing token, as an
+// in-process handoff that never asks the backend would: the new holder's
+// writes are indistinguishable from the old one's.
+func transferKeepingToken(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	return transferringDriver{plainDriver: d, transfer: func(ctx context.Context, d *plainDriver, from *plainLease, to driver.Request) (driver.Lease, error) {
+		if err := from.Release(ctx); err != nil {
+			return nil, err
+		}
+		l, err := d.TryAcquire(ctx, to)
+		if err != nil {
+			return nil, err
+		}
+		return &localToken{l.(*plainLease), from.Token()}, nil
+	}}
+}

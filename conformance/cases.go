@@ -68,6 +68,8 @@ var cases = []testCase{
 		rule: "readers share a read-write lock and exclude writers until the last reader leaves; a writer excludes readers"},
 	{name: "ReadWriteExclusion", ttls: 20, run: testReadWriteExclusion,
 		rule: "under contention, readers overlap only readers and a writer overlaps nobody"},
+	{name: "Transfer", run: testTransfer,
+		rule: "a driver.Transferer hands a held exclusive lock to another request atomically, with a greater token; the former holder can no longer release, extend or transfer it, and a shared read lock is not transferred"},
 	{name: "BackendPaused", serial: true, ttls: 12, run: testBackendPaused,
 		rule: "a backend paused beyond the TTL makes the holder's lost signal fire by its deadline, and after the pause at most one client holds the lock; a short pause changes nothing"},
 	{name: "BackendRestarted", serial: true, ttls: 12, run: testBackendRestarted,

@@ -29,6 +29,8 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 		{"reused fencing tokens", reusedFencingTokens, unbroken, []string{"FencingTokens", "MutualExclusion"}},
 		{"8 one read field for all readers", singleReadField, unbrokenShared, []string{"ReadersShare"}},
 		{"9 validity not reduced by elapsed time", validityFromReply, unbroken, []string{"SlowAcquireReply"}},
+		{"handoff without owner check", transferWithoutOwnerCheck, unbrokenTransfer, []string{"Transfer"}},
+		{"handoff keeping the fencing token", transferKeepingToken, unbrokenTransfer, []string{"Transfer", "WaitersServedInOrder"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

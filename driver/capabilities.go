@@ -151,3 +151,31 @@ type Info struct {
 	// tell; -1 when it cannot.
 	Waiters int `json:"waiters"`
 }
+
+// Transferer is implemented by drivers that can hand an exclusive lock
+// straight from its holder to another request in one round trip: the
+// release of from and the grant to to happen in one atomic step, so the
+// lock is never free in between and the handover costs no second request.
+// The core uses it when a lease is unlocked while another goroutine of the
+// same Client waits for the key (never more than a few times in a row, so
+// that other clients' waiters get their turn).
+//
+// Transfer is owner-checked like Release: when from no longer holds the
+// lock, it changes nothing and returns ErrNotHeld. When from holds it but
+// cannot hand it over as a whole (other holds share it, from is a reentrant
+// or shared hold), it changes nothing and returns ErrLocked; the core then
+// releases from as usual. On success the returned Lease holds the lock for
+// to.ID exactly as if TryAcquire(to) had granted it at this call: a new
+// fencing token, greater than from's, and a validity counted from the start
+// of this call.
+//
+// Transfer must be idempotent by to.ID: when it fails in a way that may
+// have taken effect (a timeout, a lost reply), a later TryAcquire with the
+// same request must grant the lock if the transfer happened. The core
+// relies on that to recover the grant, or to give it back.
+//
+// Fallback: without it, the core releases the lock and the next waiter
+// acquires it, two round trips apart.
+type Transferer interface {
+	Transfer(ctx context.Context, from Lease, to Request) (Lease, error)
+}

@@ -148,6 +148,12 @@ type Request struct {
 	// Mode is Exclusive, or Shared for a read lock.
 	Mode Mode
 
+	// Wait is set when the request comes from a Lock that will wait and try
+	// again, not from a TryLock. A driver whose backend keeps a queue of
+	// waiters (for fairness across clients) may queue it when refused, and
+	// must not queue requests without it.
+	Wait bool
+
 	// Owner, when not empty, asks for a reentrant hold: a request whose Owner
 	// matches a current holder's Owner (and Mode) is granted at once, and the
 	// lock is freed when every such hold has been released. Only sent to

@@ -124,7 +124,7 @@ func (s *subscription) Close() error {
 }
 
 func (c *client) newLease(req driver.Request, h *holder) driver.Lease {
-	l := &lease{c: c, key: req.Key, mode: req.Mode, identity: h.identity, token: h.token, validity: req.TTL, lost: h.lostCtx}
+	l := &lease{c: c, key: req.Key, mode: req.Mode, reentrant: req.Owner != "", identity: h.identity, token: h.token, validity: req.TTL, lost: h.lostCtx}
 	if c.o.noLossReports {
 		return l
 	}
@@ -133,13 +133,14 @@ func (c *client) newLease(req driver.Request, h *holder) driver.Lease {
 
 // lease is one grant as a client holds it.
 type lease struct {
-	c        *client
-	key      string
-	mode     driver.Mode
-	identity string
-	token    uint64
-	validity time.Duration
-	lost     context.Context
+	c         *client
+	key       string
+	mode      driver.Mode
+	reentrant bool // identity is the reentrant owner, not the request ID
+	identity  string
+	token     uint64
+	validity  time.Duration
+	lost      context.Context
 }
 
 // reportingLease adds driver.LossReporter.

@@ -28,10 +28,22 @@
 // fencing tokens, release notifications (driver.Notifier, by Redis pub/sub),
 // batched renewal (driver.BatchExtender, by pipelining), inspection
 // (driver.Inspector) and the backend's key and TTL rules
-// (driver.Validator). There is no server-side waiting queue
-// (driver.Blocker): waiters are woken by the release's PUBLISH and retry,
-// and the core polls beside the notifications, so a lost message costs
-// latency, never correctness. A lock that expires instead of being released
+// (driver.Validator), and direct handoff (driver.Transferer: an Unlock
+// hands the lock to a waiter of the same Client in one script, with a new
+// fencing token). Waiting is not blocking (no driver.Blocker): waiters are
+// woken by the release's PUBLISH and retry, and the core polls beside the
+// notifications, so a lost message costs latency, never correctness.
+//
+// Waiting is fair across clients: a Driver whose Lock is refused joins a
+// FIFO queue of Drivers kept beside the lock (PREFIX{T}:waiters); a free
+// lock goes only to the queue's head, and the release's message names the
+// head, so only that Driver's waiters wake: one retry per handoff however
+// many processes wait, where waking every waiter would cost one each. A
+// queued Driver renews its entry at each attempt and comes back at least
+// every third of its lifetime (the lock's TTL, at most 2 s); the entry of a
+// Driver that crashed lapses, so it holds the queue up for at most that
+// lifetime. TryLock, read locks and reentrant requests do not queue, and
+// TryLock is refused a free lock while Drivers are queued for it. A lock that expires instead of being released
 // publishes nothing; the core's polling never sleeps past the holder's
 // remaining TTL, which TryAcquire reports.
 //
@@ -193,13 +205,14 @@
 // # Keys
 //
 // A dlock key K is a byte string (the core limits it to 1 to 1024 bytes; this
-// driver accepts every such key). The driver stores one lock under three
+// driver accepts every such key). The driver stores one lock under four
 // Redis names, whose common hash tag keeps them in one Cluster hash slot
 // (the channel included: sharded pub/sub hashes channel names as keys):
 //
 //	PREFIX{T}           the lock: a hash (see below)
 //	PREFIX{T}:fence     the fencing counter
 //	PREFIX{T}:released  the pub/sub channel the release publishes on
+//	PREFIX{T}:waiters   the queue of Drivers waiting for the lock (a hash)
 //
 // where PREFIX is the key prefix ("dlock:" unless [WithKeyPrefix] says
 // otherwise) and T is K with every '%', '{' and '}' byte replaced by "%25",

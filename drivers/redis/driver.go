@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"net"
 	"sync/atomic"
@@ -27,6 +28,8 @@ type Driver struct {
 	publish string
 	closed  atomic.Bool
 	notify  *notifier
+	// self names this Driver in the waiters' queues (see scripts.go).
+	self string
 }
 
 var (
@@ -67,12 +70,14 @@ func newDriver(client goredis.UniversalClient, owned bool, o options) *Driver {
 	if _, ok := client.(*goredis.ClusterClient); ok {
 		publish = "SPUBLISH" // to the lock's shard only
 	}
+	self := rand.Text()
 	return &Driver{
 		client:  client,
 		owned:   owned,
 		prefix:  o.prefix,
 		publish: publish,
-		notify:  newNotifier(client),
+		notify:  newNotifier(client, self),
+		self:    self,
 	}
 }
 
@@ -106,7 +111,11 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 		return nil, err
 	}
 	n := namesOf(d.prefix, req.Key)
-	g, err := acquire(ctx, d.client, n, req)
+	waiter := ""
+	if req.Wait && req.Mode == driver.Exclusive && req.Owner == "" {
+		waiter = d.self // queue for the lock: see scripts.go
+	}
+	g, err := acquire(ctx, d.client, n, req, waiter)
 	if err != nil {
 		if mayHaveApplied(err) && !d.closed.Load() {
 			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.TTL)
@@ -121,7 +130,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 	if !g.ok {
 		return nil, &driver.LockedError{RetryAfter: g.retry}
 	}
-	l := &lease{d: d, names: n, id: req.ID, token: g.token}
+	l := &lease{d: d, key: req.Key, names: n, id: req.ID, token: g.token}
 	l.validity.Store(int64(req.TTL))
 	return l, nil
 }
@@ -132,12 +141,45 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 	if err := d.enter(ctx); err != nil {
 		return nil, err
 	}
-	s, err := d.notify.subscribe(ctx, namesOf(d.prefix, key).channel)
+	n := namesOf(d.prefix, key)
+	s, err := d.notify.subscribe(ctx, n.channel)
 	if err != nil {
 		return nil, d.opErr(err)
 	}
-	return s, nil
+	return &queuedSubscription{subscription: s, d: d, names: n}, nil
 }
+
+// queuedSubscription leaves the waiters' queue when the Driver's last
+// waiter for the lock stops waiting, so that a waiter that gave up does not
+// hold up the others until its entry lapses.
+type queuedSubscription struct {
+	*subscription
+	d      *Driver
+	names  names
+	closed atomic.Bool
+}
+
+func (s *queuedSubscription) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	err := s.subscription.Close()
+	if s.d.closed.Load() || s.d.notify.watching(s.names.channel) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	_ = s.d.client.HDel(ctx, s.names.waiters, s.d.self).Err() // a failure lapses
+	return err
+}
+
+// queueLife is how long a waiting Driver's queue entry lasts without a new
+// attempt: the lock's TTL, at most maxQueueLife. The Driver comes back
+// within a third of it (the refusal says so), and a crashed Driver's entry
+// holds the queue up for no longer.
+func queueLife(ttl time.Duration) time.Duration { return min(ttl, maxQueueLife) }
+
+const maxQueueLife = 2 * time.Second
 
 // Close ends the Driver's pub/sub connection, and closes the go-redis client
 // if the Driver made it from a URL (never one passed to [New]). Locks still

@@ -9,6 +9,7 @@ type names struct {
 	lock    string // the lock itself: a hash of its holds (see scripts.go)
 	fence   string // the fencing counter, kept without expiry
 	channel string // where Release publishes, for the key's waiters
+	waiters string // the queue of Drivers waiting for the lock (see scripts.go)
 }
 
 // namesOf maps a dlock key onto the Redis names of its lock under prefix
@@ -19,6 +20,7 @@ func namesOf(prefix, key string) names {
 		lock:    base,
 		fence:   base + ":fence",
 		channel: base + ":released",
+		waiters: base + ":waiters",
 	}
 }
 

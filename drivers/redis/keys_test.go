@@ -83,7 +83,7 @@ func checkMapping(t *testing.T, key string) {
 		t.Fatalf("escapeTag(%q) = %q, want the key unchanged", key, tag)
 	}
 	n := namesOf(DefaultKeyPrefix, key)
-	for _, name := range []string{n.lock, n.fence, n.channel} {
+	for _, name := range []string{n.lock, n.fence, n.channel, n.waiters} {
 		if got := clusterHashTag(name); got != tag {
 			t.Fatalf("name %q of key %q hashes on %q, want %q", name, key, got, tag)
 		}
@@ -95,7 +95,7 @@ func TestKeyMapping(t *testing.T) {
 	for _, key := range hostileKeys() {
 		checkMapping(t, key)
 		n := namesOf(DefaultKeyPrefix, key)
-		for _, name := range []string{n.lock, n.fence, n.channel} {
+		for _, name := range []string{n.lock, n.fence, n.channel, n.waiters} {
 			if other, dup := seen[name]; dup {
 				t.Fatalf("keys %q and %q share the Redis name %q", other, key, name)
 			}
@@ -106,6 +106,7 @@ func TestKeyMapping(t *testing.T) {
 		lock:    "dlock:{reports/nightly}",
 		fence:   "dlock:{reports/nightly}:fence",
 		channel: "dlock:{reports/nightly}:released",
+		waiters: "dlock:{reports/nightly}:waiters",
 	}) {
 		t.Fatalf("names of reports/nightly = %+v", got)
 	}

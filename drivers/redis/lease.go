@@ -16,6 +16,7 @@ import (
 // it expires, is released, or someone tampers with the lock.
 type lease struct {
 	d        *Driver
+	key      string // the lock's name, as the core gave it
 	names    names
 	id       string
 	token    uint64
@@ -84,9 +85,9 @@ func modeArg(m driver.Mode) string {
 }
 
 // acquire runs the acquire script for req on one server.
-func acquire(ctx context.Context, c goredis.Scripter, n names, req driver.Request) (grant, error) {
-	res, err := acquireScript.Run(ctx, c, []string{n.lock, n.fence},
-		req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL)).Int64Slice()
+func acquire(ctx context.Context, c goredis.Scripter, n names, req driver.Request, waiter string) (grant, error) {
+	res, err := acquireScript.Run(ctx, c, []string{n.lock, n.fence, n.waiters},
+		req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL), waiter, millis(queueLife(req.TTL))).Int64Slice()
 	if err != nil {
 		return grant{}, err
 	}
@@ -113,6 +114,6 @@ func fence(ctx context.Context, c goredis.Scripter, n names, id string, token ui
 // release runs the release script for hold id on one server: for Release,
 // and for TryAcquire giving back a grant whose reply it could not wait for.
 func release(ctx context.Context, c goredis.Scripter, n names, id, publish string) (bool, error) {
-	ok, err := releaseScript.Run(ctx, c, []string{n.lock}, id, n.channel, publish).Int64()
+	ok, err := releaseScript.Run(ctx, c, []string{n.lock, n.waiters}, id, n.channel, publish).Int64()
 	return ok == 1, err
 }

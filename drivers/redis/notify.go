@@ -58,7 +58,10 @@ const (
 // server ends a subscription because its slot moved (an unsolicited
 // SUNSUBSCRIBE), the channel is subscribed again through a new connection.
 type notifier struct {
-	client  goredis.UniversalClient
+	client goredis.UniversalClient
+	// self is the Driver's name in the waiters' queues: a release whose
+	// message names another Driver wakes nobody here (see scripts.go).
+	self    string
 	sharded bool // Cluster: SSUBSCRIBE, one connection per channel
 
 	// cmdMu serialises membership changes with the SUBSCRIBE or UNSUBSCRIBE
@@ -95,9 +98,9 @@ type channel struct {
 	timer     *time.Timer
 }
 
-func newNotifier(client goredis.UniversalClient) *notifier {
+func newNotifier(client goredis.UniversalClient, self string) *notifier {
 	_, sharded := client.(*goredis.ClusterClient)
-	return &notifier{client: client, sharded: sharded, conns: map[string]*psConn{}, chans: map[string]*channel{}}
+	return &notifier{client: client, self: self, sharded: sharded, conns: map[string]*psConn{}, chans: map[string]*channel{}}
 }
 
 // connKey is the connection a channel is subscribed on: the one shared
@@ -331,7 +334,9 @@ func (n *notifier) receive(key string, c *psConn) {
 		}
 		switch m := msg.(type) {
 		case *goredis.Message:
-			n.wake(m.Channel)
+			if m.Payload == "" || m.Payload == n.self {
+				n.wake(m.Channel)
+			}
 		case *goredis.Subscription:
 			switch m.Kind {
 			case "subscribe", "ssubscribe":
@@ -382,6 +387,14 @@ func (n *notifier) reroute(key string, c *psConn, channel string) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// watching reports whether any waiter of the Driver subscribes to channel.
+func (n *notifier) watching(channel string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ch := n.chans[channel]
+	return ch != nil && len(ch.subs) > 0
 }
 
 // wake sends a wake-up to every subscriber of channel, without blocking: a

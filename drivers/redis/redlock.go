@@ -96,7 +96,7 @@ func newRedLock(clients []goredis.UniversalClient, addrs []string, owned bool, o
 		if name == "" {
 			name = fmt.Sprintf("master %d", i)
 		}
-		r.nodes = append(r.nodes, &rlNode{client: c, name: name, notify: newNotifier(c)})
+		r.nodes = append(r.nodes, &rlNode{client: c, name: name, notify: newNotifier(c, "")})
 	}
 	return r
 }
@@ -199,7 +199,7 @@ func (r *RedLock) TryAcquire(ctx context.Context, req driver.Request) (driver.Le
 	grants := make([]grant, len(r.nodes))
 	errs := make([]error, len(r.nodes))
 	r.each(ctx, timeout, nil, func(ctx context.Context, i int, nd *rlNode) {
-		grants[i], errs[i] = acquire(ctx, nd.client, n, req)
+		grants[i], errs[i] = acquire(ctx, nd.client, n, req, "") // RedLock does not queue
 	})
 	granted := make([]bool, len(r.nodes))
 	ok, again, refused := 0, 0, 0

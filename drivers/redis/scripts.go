@@ -122,6 +122,54 @@ local function last(s)
   return m
 end
 
+-- advance moves the fencing counter at key past every token it issued
+-- and returns the new token, or nil and an error reply when the counter
+-- holds no number below 2^53 (and then nothing was written).
+local function advance(key, us)
+  local prev = tonumber(redis.pcall('GET', key) or '0')
+  if prev == nil or prev < 0 or prev >= 9007199254740991 then
+    return nil, redis.error_reply('dlock: the fencing counter holds no number below 2^53')
+  end
+  local token = math.max(prev + 1, us)
+  redis.call('SET', key, string.format('%.0f', token))
+  return token
+end
+
+-- The waiters' queue, a hash at its own key: one field per Driver that
+-- waits for the lock (Lock, not TryLock), "SEQ EXPIRY", SEQ the server's
+-- µs at its first refusal (the queue's order) and EXPIRY the millisecond
+-- its entry lapses unless a new attempt renews it. A free lock goes to the
+-- queue's head only; a release names the head in its message, so only that
+-- Driver's waiters wake. An entry lapses when its Driver stops asking (a
+-- crash), so a dead head delays the others by one entry lifetime at most.
+
+-- qhead returns the queue's head, deleting lapsed entries, or nil.
+local function qhead(qkey, now)
+  local raw = redis.pcall('HGETALL', qkey)
+  if raw.err then return nil end
+  local head, hseq
+  for i = 1, #raw, 2 do
+    local seq, exp = string.match(raw[i + 1], '^(%d+) (%d+)$')
+    seq, exp = tonumber(seq), tonumber(exp)
+    if not seq or exp <= now then
+      redis.call('HDEL', qkey, raw[i])
+    elseif not head or seq < hseq then
+      head, hseq = raw[i], seq
+    end
+  end
+  return head
+end
+
+-- enqueue adds waiter at the queue's tail, or renews its entry in place.
+local function enqueue(qkey, waiter, us, now, life)
+  local cur = redis.call('HGET', qkey, waiter)
+  local seq = cur and string.match(cur, '^(%d+) ') or string.format('%.0f', us)
+  redis.call('HSET', qkey, waiter, seq .. ' ' .. string.format('%.0f', now + life))
+  if redis.call('PTTL', qkey) < life then
+    redis.call('PEXPIRE', qkey, life)
+  end
+end
+
 local function chunked(cmd, key, list)
   for i = 1, #list, 500 do
     redis.call(cmd, key, unpack(list, i, math.min(i + 499, #list)))
@@ -153,10 +201,13 @@ end
 // acquireScript takes the lock, or enters it again, and issues fencing
 // tokens.
 //
-// KEYS[1] lock, KEYS[2] fencing counter; ARGV[1] request ID, ARGV[2] TTL in
-// whole milliseconds, ARGV[3] mode ("x" or "s"), ARGV[4] reentrant owner
-// (empty when not reentrant), ARGV[5] how long a refused writer keeps new
-// readers out, in milliseconds. Returns {1, token, again} when granted
+// KEYS[1] lock, KEYS[2] fencing counter, KEYS[3] waiters' queue; ARGV[1]
+// request ID, ARGV[2] TTL in whole milliseconds, ARGV[3] mode ("x" or "s"),
+// ARGV[4] reentrant owner (empty when not reentrant), ARGV[5] how long a
+// refused writer keeps new readers out, in milliseconds, ARGV[6] the
+// waiting Driver's queue name (empty for a TryLock, a read lock, a
+// reentrant lock, and RedLock), ARGV[7] its queue entry's lifetime in
+// milliseconds. Returns {1, token, again} when granted
 // (again is 1 when the request joined a hold that was already there: a
 // re-entry or a resend, 0 for a new grant), {0, ms, 0} when refused, ms being how long the holder's lease still runs (-1 for a
 // stranger's key without expiry), or an error when the counter cannot be
@@ -181,6 +232,11 @@ end
 //     writer waits (otherwise the writer would wait for that owner's
 //     readers, and the owner's new entry for the writer); refused while a
 //     writer's mark is live; otherwise granted;
+//   - a free lock goes to a plain exclusive request only when the waiters'
+//     queue is empty or the request's Driver is its head (and then leaves
+//     the queue); a waiting Driver that is refused joins the queue, or
+//     renews its entry, and is told to come back within a third of the
+//     entry's lifetime. Read locks and reentrant requests do not queue;
 //   - each new grant (not a re-entry) advances the counter to
 //     max(counter+1, server time in µs): strictly increasing while Redis
 //     keeps it, and still increasing after a restart that lost it, as long
@@ -195,7 +251,17 @@ if not s then
   return {0, redis.call('PTTL', KEYS[1]), 0}
 end
 local id, ttl, mode, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local waiter, life = ARGV[6] or '', tonumber(ARGV[7] or '0')
 local exp = now + ttl
+-- refuse says no, queueing a waiting Driver, which then comes back before
+-- its entry lapses.
+local function refuse(ms)
+  if waiter ~= '' then
+    enqueue(KEYS[3], waiter, us, now, life)
+    ms = math.min(ms, math.floor(life / 3))
+  end
+  return {0, math.max(ms, 1), 0}
+end
 local mine = s.holds[id]
 if mine then
   put(s, id, exp, mine[2], mine[3])
@@ -211,14 +277,14 @@ if s.n > 0 then
         save(KEYS[1], s, now)
         return {1, h[2], 1}
       end
-      return {0, last(s) - now, 0}
+      return refuse(last(s) - now)
     end
     local window = tonumber(ARGV[5])
     if now + window > s.wait then
       setwait(s, now + window)
       save(KEYS[1], s, now)
     end
-    return {0, math.max(math.min(last(s) - now, math.floor(window / 3)), 1), 0}
+    return refuse(math.max(math.min(last(s) - now, math.floor(window / 3)), 1))
   end
   if s.mode == 'x' then
     return {0, last(s) - now, 0}
@@ -236,12 +302,17 @@ end
 if mode == 's' and s.wait > now then
   return {0, s.wait - now, 0}
 end
-local prev = tonumber(redis.pcall('GET', KEYS[2]) or '0')
-if prev == nil or prev < 0 or prev >= 9007199254740991 then
-  return redis.error_reply('dlock: the fencing counter holds no number below 2^53')
+if mode == 'x' and owner == '' then
+  local head = qhead(KEYS[3], now)
+  if head and head ~= waiter then
+    return refuse(math.floor(life / 3))
+  end
+  if head then
+    redis.call('HDEL', KEYS[3], waiter)
+  end
 end
-local token = math.max(prev + 1, us)
-redis.call('SET', KEYS[2], string.format('%.0f', token))
+local token, err = advance(KEYS[2], us)
+if not token then return err end
 s.mode = mode
 if mode == 'x' and s.wait > 0 then
   s.wait = 0
@@ -306,8 +377,10 @@ return 1
 // releaseScript removes one hold, if it is still there, and wakes the key's
 // waiters when that frees the lock.
 //
-// KEYS[1] lock; ARGV[1] request ID, ARGV[2] the lock's channel, ARGV[3] the
-// publishing command (PUBLISH, or SPUBLISH on a Cluster). Returns 1 when
+// KEYS[1] lock, KEYS[2] waiters' queue; ARGV[1] request ID, ARGV[2] the
+// lock's channel, ARGV[3] the publishing command (PUBLISH, or SPUBLISH on a
+// Cluster). The message is the queue's head, whose waiters alone wake, or
+// empty when nobody is queued (every waiter wakes). Returns 1 when
 // released, 0 when the hold expired, was released, or the key belongs to a
 // stranger (and then changes nothing and publishes nothing). Publishing in
 // the same script means a waiter can never be woken before the lock is
@@ -322,9 +395,50 @@ end
 drop(s, ARGV[1])
 save(KEYS[1], s, now)
 if s.n == 0 then
-  redis.call(ARGV[3], ARGV[2], '')
+  redis.call(ARGV[3], ARGV[2], qhead(KEYS[2], now) or '')
 end
 return 1
+`)
+
+// transferScript hands an exclusive lock from one hold to a new request in
+// one step: the lock is never free in between, so nobody is woken and
+// nothing is published.
+//
+// KEYS[1] lock, KEYS[2] fencing counter; ARGV[1] the holder's request ID,
+// ARGV[2] the new request ID, ARGV[3] its TTL in whole milliseconds.
+// Returns {1, token} when handed over, {0, 0} when ARGV[1] holds nothing
+// (expired, released, or a stranger's key: nothing changes), {2, 0} when
+// ARGV[1] holds but not the whole lock alone (a read lock, a reentrant
+// entry, other holds: nothing changes), or an error when the counter cannot
+// be advanced exactly (nothing changes).
+//
+// A resend after a lost reply finds the hold already moved: when ARGV[1] is
+// gone and ARGV[2] holds, the transfer happened, and its token is returned
+// again, so that the caller does not mistake it for a lost lock.
+var transferScript = goredis.NewScript(prelude + `
+local us, now = clock()
+local s = load(KEYS[1], now)
+if not s then
+  return {0, 0}
+end
+local from, to = ARGV[1], ARGV[2]
+local h = s.holds[from]
+if not h then
+  local mine = s.holds[to]
+  if mine and s.n == 1 and s.mode == 'x' and mine[3] == '' then
+    return {1, mine[2]}
+  end
+  return {0, 0}
+end
+if s.mode ~= 'x' or s.n ~= 1 or h[3] ~= '' then
+  return {2, 0}
+end
+local token, err = advance(KEYS[2], us)
+if not token then return err end
+drop(s, from)
+put(s, to, now + tonumber(ARGV[3]), token, '')
+save(KEYS[1], s, now)
+return {1, token}
 `)
 
 // inspectScript describes the lock without changing it.

@@ -31,6 +31,8 @@
 //   - reentrant locks (driver.Featurer Reentrant): a request whose owner
 //     holds the lock in the same mode joins that hold at once, from any
 //     client (see below);
+//   - batched renewal (driver.BatchExtender): many leases confirmed in one
+//     multi (see "Sessions and TTLs");
 //   - fencing tokens; loss reports (driver.LossReporter) when the session
 //     ends, and uncertainty reports (driver.UncertaintyReporter) while the
 //     client is disconnected; the backend's TTL and key rules
@@ -67,7 +69,12 @@
 //     request ID, so the check is owner-checked; a node that is gone gives
 //     ErrNotHeld. While the client is disconnected renewal fails at once
 //     with [ErrDisconnected], which the core counts as a failed renewal, and
-//     Lease.Uncertain reports the disconnection.
+//     Lease.Uncertain reports the disconnection. The core renews the leases
+//     of a Driver that fall due together in one batch ([Driver.ExtendBatch],
+//     driver.BatchExtender): one multi carries the checks of up to 1,000
+//     leases (fewer with very long keys, to stay within the server's 1 MiB
+//     request limit), and a missing node is reported for its own lease
+//     alone while the others are still confirmed.
 //   - Session expiry always loses the lock ([ErrSessionExpired]). The client
 //     library learns of an expiry only when it reconnects, which may be much
 //     later: dlock does not wait for that. A disconnection that lasts past

@@ -106,28 +106,55 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := d.enter(ctx); err != nil {
 		return err
 	}
+	if err := l.extendable(); err != nil {
+		return err
+	}
+	started := time.Now()
+	checks := l.checks()
+	err := d.call(ctx, func() error {
+		_, err := d.conn.Multi(checks...)
+		return err
+	})
+	return l.checked(err, started, ttl)
+}
+
+// extendable returns nil when l may be extended now, and otherwise what
+// Extend returns without asking the server: ErrNotHeld for a lease that
+// ended or whose session did (losing it), ErrDisconnected while the client
+// is cut off, since a request would wait for the next connection.
+func (l *lease) extendable() error {
 	l.mu.Lock()
 	ended := l.ended
 	l.mu.Unlock()
 	if ended {
 		return driver.ErrNotHeld
 	}
-	if d.conn.SessionID() != l.sid {
+	if l.d.conn.SessionID() != l.sid {
 		l.lose(ErrSessionExpired)
 		return driver.ErrNotHeld
 	}
-	if d.conn.State() != zk.StateHasSession {
+	if l.d.conn.State() != zk.StateHasSession {
 		return ErrDisconnected
 	}
-	started := time.Now()
+	return nil
+}
+
+// checks returns the multi operations that confirm l: a check of its lock
+// node, and of its entry node when it joined another request's node.
+func (l *lease) checks() []any {
 	checks := []any{&zk.CheckVersionRequest{Path: l.path, Version: -1}}
 	if l.entry != "" {
 		checks = append(checks, &zk.CheckVersionRequest{Path: l.entry, Version: -1})
 	}
-	err := d.call(ctx, func() error {
-		_, err := d.conn.Multi(checks...)
-		return err
-	})
+	return checks
+}
+
+// checked finishes an extension whose checks were sent at started and
+// failed with err (nil: they passed). A node that is gone, or a session
+// that is, loses the lease; success makes it valid for ttl (at most the
+// session timeout) from started.
+func (l *lease) checked(err error, started time.Time, ttl time.Duration) error {
+	d := l.d
 	switch {
 	case err == nil:
 	case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrSessionExpired):

@@ -1,0 +1,47 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+var _ driver.Transferer = (*Driver)(nil)
+
+// Transfer hands an exclusive lock from its holder to the request to in one
+// script (transferScript): one round trip where a release and an
+// acquisition take two, and no wake-up for other clients' waiters, since
+// the lock is never free.
+//
+// A transfer whose reply is lost may have happened: the core then retries
+// TryAcquire with to's ID, which acquireScript grants again to the hold it
+// finds with that ID.
+func (d *Driver) Transfer(ctx context.Context, from driver.Lease, to driver.Request) (driver.Lease, error) {
+	if err := d.enter(ctx); err != nil {
+		return nil, err
+	}
+	l, ok := from.(*lease)
+	if !ok || l.d != d {
+		return nil, errForeignLease
+	}
+	if to.Key != l.key || to.Mode != driver.Exclusive || to.Owner != "" {
+		return nil, driver.ErrLocked // not a plain exclusive request for the same lock
+	}
+	res, err := transferScript.Run(ctx, d.client, []string{l.names.lock, l.names.fence}, l.id, to.ID, millis(to.TTL)).Int64Slice()
+	if err != nil {
+		return nil, d.opErr(err)
+	}
+	if len(res) != 2 {
+		return nil, fmt.Errorf("redis: transfer script returned %d values, want 2", len(res))
+	}
+	switch res[0] {
+	case 0:
+		return nil, driver.ErrNotHeld
+	case 2:
+		return nil, driver.ErrLocked
+	}
+	nl := &lease{d: d, key: to.Key, names: l.names, id: to.ID, token: uint64(res[1])}
+	nl.validity.Store(int64(to.TTL))
+	return nl, nil
+}

@@ -1,0 +1,220 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Direct handoff: when a lease is unlocked while another goroutine of the
+// same Client waits for the key, a driver with driver.Transferer hands the
+// lock straight to that waiter in one round trip (release and grant in one
+// atomic step, with a new fencing token), instead of releasing it and
+// letting the waiter acquire it in a second round trip. The waiter gets its
+// lease without asking the backend at all.
+//
+// The waiting head of a queue offers itself as a candidate while it sleeps
+// (never while its own attempt is in flight, so that the two cannot both
+// succeed). An unlocking lease claims the candidate, transfers, and delivers
+// the outcome. A candidate that gives up (its context ends, the Client
+// closes) after being claimed leaves the outcome to the unlocking side,
+// which gives back a grant nobody will use.
+//
+// Fairness: after maxTransfers consecutive handoffs inside one Client, the
+// next Unlock releases the lock without waking its own waiters first, so
+// that waiters of other Clients, woken by the backend's notification, race
+// on equal terms.
+
+// maxTransfers bounds consecutive in-process handoffs of one queue.
+const maxTransfers = 8
+
+// candidate states, under Client.qmu.
+const (
+	offered   = iota // waiting in the queue's candidate slot
+	claimed          // an Unlock is transferring to it
+	delivered        // the outcome is in result
+	abandoned        // gave up after being claimed: the Unlock cleans up
+)
+
+// candidate is a queue head offering to take the lock by transfer.
+type candidate struct {
+	req    driver.Request
+	state  int
+	result chan handoff // buffered: deliver never blocks
+}
+
+// handoff is the outcome of a transfer, as the candidate learns it.
+type handoff struct {
+	dl      driver.Lease // the lock, when transferred
+	started time.Time    // when the transfer began: the grant's validity counts from it
+	retryID string       // the outcome is unknown: try again with this request ID
+}
+
+// transferable reports whether leases and waiters of m in mode may be
+// handed over: exclusive, non-reentrant holds of a Transferer's locks.
+func (m *mutex) transferable(mode driver.Mode) bool {
+	return m.c.transferer != nil && mode == driver.Exclusive && m.cfg.owner == ""
+}
+
+// offerLocked makes a new offer for w, the head of q, when its lock can be
+// handed over and it has none. Callers hold c.qmu.
+func (c *Client) offerLocked(q *waitQueue, w *waiter) {
+	if w.req == nil || w.cand != nil {
+		return
+	}
+	id, err := newID()
+	if err != nil {
+		return // no offer: w acquires by itself
+	}
+	req := *w.req
+	req.ID = id
+	w.cand = &candidate{req: req, result: make(chan handoff, 1)}
+	q.cand = w.cand
+}
+
+// offer makes sure w, the head of q, has an offer out, and returns it (nil
+// when its lock cannot be handed over).
+func (c *Client) offer(q *waitQueue, w *waiter) *candidate {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	c.offerLocked(q, w)
+	return w.cand
+}
+
+// withdraw takes w's offer cand back. When an Unlock has already claimed
+// it, withdraw waits for the outcome, or, when ctx ends first, abandons it
+// to the Unlock and reports false. The outcome is zero when cand was not
+// claimed.
+func (c *Client) withdraw(ctx context.Context, q *waitQueue, w *waiter, cand *candidate) (handoff, bool) {
+	c.qmu.Lock()
+	if cand.state == offered {
+		c.retract(q, w)
+		c.qmu.Unlock()
+		return handoff{}, true
+	}
+	c.qmu.Unlock()
+	select {
+	case h := <-cand.result:
+		c.qmu.Lock()
+		w.cand = nil
+		c.qmu.Unlock()
+		return h, true
+	case <-ctx.Done():
+	}
+	c.qmu.Lock()
+	orphan := c.retract(q, w)
+	c.qmu.Unlock()
+	if orphan != nil {
+		c.giveBack(ctx, orphan.req, <-orphan.result)
+	}
+	return handoff{}, false
+}
+
+// retract takes w's offer out of q: an offer still out is withdrawn, a
+// claimed one abandoned to its Unlock, and a delivered one returned, for the
+// caller to give back outside c.qmu. Callers hold c.qmu.
+func (c *Client) retract(q *waitQueue, w *waiter) (orphan *candidate) {
+	cand := w.cand
+	if cand == nil {
+		return nil
+	}
+	w.cand = nil
+	switch cand.state {
+	case offered:
+		if q.cand == cand {
+			q.cand = nil
+		}
+	case claimed:
+		cand.state = abandoned
+	case delivered:
+		return cand
+	}
+	return nil
+}
+
+// claim takes the candidate waiting for key, when there is one and the
+// queue has not had its share of consecutive handoffs. yield reports that
+// it has: the caller then releases without waking this Client's waiters.
+func (c *Client) claim(key string) (cand *candidate, yield bool) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	for _, q := range c.queues[key] {
+		if q.mode != driver.Exclusive || q.owner != "" || q.cand == nil {
+			continue
+		}
+		if q.transfers >= maxTransfers {
+			q.transfers = 0
+			return nil, c.notifier != nil // without notifications, yielding would stall the head
+		}
+		q.transfers++
+		cand, q.cand = q.cand, nil
+		cand.state = claimed
+		return cand, false
+	}
+	return nil, false
+}
+
+// deliver hands a transfer's outcome to cand, or, when cand gave up, gives
+// the lock back.
+func (c *Client) deliver(ctx context.Context, cand *candidate, h handoff) {
+	c.qmu.Lock()
+	if cand.state == abandoned {
+		c.qmu.Unlock()
+		c.giveBack(ctx, cand.req, h)
+		return
+	}
+	cand.state = delivered
+	cand.result <- h
+	c.qmu.Unlock()
+}
+
+// giveBack releases a transferred lock that nobody will use: the grant, or,
+// when the transfer's outcome is unknown, whatever TryAcquire with the same
+// request recovers. Then it wakes the Client's other waiters.
+func (c *Client) giveBack(ctx context.Context, req driver.Request, h handoff) {
+	cleanup, cancel := cleanupContext(ctx, req.TTL)
+	defer cancel()
+	dl := h.dl
+	if dl == nil && h.retryID != "" {
+		dl, _ = c.drv.TryAcquire(cleanup, req)
+	}
+	if dl != nil {
+		_ = dl.Release(cleanup)
+		c.kick(req.Key)
+	}
+}
+
+// transfer hands l's lock to a waiting candidate of the same Client, when
+// the driver can. It reports whether it dealt with the lock (transferred
+// it, or found it lost or in an unknown state: err says which), and
+// whether a plain release should skip waking this Client's waiters.
+func (l *lease) transfer(ctx context.Context) (done bool, yield bool, err error) {
+	c := l.m.c
+	if ctx.Err() != nil || !l.m.transferable(l.mode) {
+		return false, false, nil
+	}
+	cand, yield := c.claim(l.m.key)
+	if cand == nil {
+		return false, yield, nil
+	}
+	started := time.Now()
+	dl, err := c.transferer.Transfer(ctx, l.d, cand.req)
+	switch {
+	case err == nil:
+		c.deliver(ctx, cand, handoff{dl: dl, started: started})
+		return true, false, nil
+	case errors.Is(err, ErrLocked):
+		// Not transferable as a whole: the caller releases, and its
+		// release wakes the candidate, which tries again.
+		c.deliver(ctx, cand, handoff{})
+		return false, false, nil
+	case errors.Is(err, ErrNotHeld):
+		c.deliver(ctx, cand, handoff{})
+		return true, false, err
+	default:
+		c.deliver(ctx, cand, handoff{retryID: cand.req.ID})
+		return true, false, err
+	}
+}
