@@ -14,10 +14,10 @@ import (
 )
 
 // Driver is a dlock driver over one ZooKeeper session. It implements
-// driver.Driver, driver.Blocker, driver.Featurer and driver.Validator, and
-// its leases driver.LossReporter and driver.UncertaintyReporter. Make it
-// with [Dial], with [New] over a connection the caller owns, or through
-// dlock.Open with a "zk://" URL. It is safe for concurrent use.
+// driver.Driver, driver.Blocker, driver.Featurer, driver.Validator and
+// driver.BatchExtender, and its leases driver.LossReporter and
+// driver.UncertaintyReporter. Make it with [Dial], with [New] over a
+// connection the caller owns, or through dlock.Open with a "zk://" URL. It is safe for concurrent use.
 type Driver struct {
 	conn  *zk.Conn
 	owned bool // the connection was made by the Driver, so Close closes it
