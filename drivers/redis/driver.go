@@ -130,7 +130,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 	if !g.ok {
 		return nil, &driver.LockedError{RetryAfter: g.retry}
 	}
-	l := &lease{d: d, key: req.Key, names: n, id: req.ID, token: g.token}
+	l := &lease{d: d, names: n, id: req.ID, token: g.token}
 	l.validity.Store(int64(req.TTL))
 	return l, nil
 }

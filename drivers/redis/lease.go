@@ -16,7 +16,6 @@ import (
 // it expires, is released, or someone tampers with the lock.
 type lease struct {
 	d        *Driver
-	key      string // the lock's name, as the core gave it
 	names    names
 	id       string
 	token    uint64

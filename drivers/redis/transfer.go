@@ -25,7 +25,7 @@ func (d *Driver) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 	if !ok || l.d != d {
 		return nil, errForeignLease
 	}
-	if to.Key != l.key || to.Mode != driver.Exclusive || to.Owner != "" {
+	if namesOf(d.prefix, to.Key) != l.names || to.Mode != driver.Exclusive || to.Owner != "" {
 		return nil, driver.ErrLocked // not a plain exclusive request for the same lock
 	}
 	res, err := transferScript.Run(ctx, d.client, []string{l.names.lock, l.names.fence}, l.id, to.ID, millis(to.TTL)).Int64Slice()
@@ -41,7 +41,7 @@ func (d *Driver) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 	case 2:
 		return nil, driver.ErrLocked
 	}
-	nl := &lease{d: d, key: to.Key, names: l.names, id: to.ID, token: uint64(res[1])}
+	nl := &lease{d: d, names: l.names, id: to.ID, token: uint64(res[1])}
 	nl.validity.Store(int64(to.TTL))
 	return nl, nil
 }
