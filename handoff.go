@@ -15,17 +15,19 @@ import (
 // letting the waiter acquire it in a second round trip. The waiter gets its
 // lease without asking the backend at all.
 //
-// The waiting head of a queue offers itself as a candidate while it sleeps
-// (never while its own attempt is in flight, so that the two cannot both
-// succeed). An unlocking lease claims the candidate, transfers, and delivers
-// the outcome. A candidate that gives up (its context ends, the Client
-// closes) after being claimed leaves the outcome to the unlocking side,
-// which gives back a grant nobody will use.
+// The head of a queue offers itself as a candidate when it is promoted
+// behind a waiter that left with the lock, and again each time it goes back
+// to sleep; it withdraws the offer before each attempt of its own, so that
+// a transfer and its own acquisition cannot both succeed. An unlocking
+// lease claims the candidate, transfers, and delivers the outcome. A
+// candidate that gives up (its context ends, the Client closes) after being
+// claimed leaves the outcome to the unlocking side, which gives back a
+// grant nobody will use.
 //
 // Fairness: after maxTransfers consecutive handoffs inside one Client, the
 // next Unlock releases the lock without waking its own waiters first, so
-// that waiters of other Clients, woken by the backend's notification, race
-// on equal terms.
+// that waiters of other Clients get it (the next in the backend's queue of
+// waiters, where it keeps one, or whoever its notification wakes first).
 
 // maxTransfers bounds consecutive in-process handoffs of one queue.
 const maxTransfers = 8
@@ -97,9 +99,7 @@ func (c *Client) withdraw(ctx context.Context, q *waitQueue, w *waiter, cand *ca
 	c.qmu.Unlock()
 	select {
 	case h := <-cand.result:
-		c.qmu.Lock()
-		w.cand = nil
-		c.qmu.Unlock()
+		c.received(w)
 		return h, true
 	case <-ctx.Done():
 	}
@@ -110,6 +110,13 @@ func (c *Client) withdraw(ctx context.Context, q *waitQueue, w *waiter, cand *ca
 		c.giveBack(ctx, orphan.req, <-orphan.result)
 	}
 	return handoff{}, false
+}
+
+// received forgets w's offer, whose outcome w has read.
+func (c *Client) received(w *waiter) {
+	c.qmu.Lock()
+	w.cand = nil
+	c.qmu.Unlock()
 }
 
 // retract takes w's offer out of q: an offer still out is withdrawn, a

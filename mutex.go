@@ -193,9 +193,7 @@ func (m *mutex) sleep(ctx context.Context, q *waitQueue, w *waiter, wakeups <-ch
 	select {
 	case <-ctx.Done():
 	case h := <-handed:
-		m.c.qmu.Lock()
-		w.cand = nil // delivered: nothing left to withdraw
-		m.c.qmu.Unlock()
+		m.c.received(w)
 		return h, nil
 	case <-wakeups:
 		backoff.reset()

@@ -129,7 +129,7 @@ func (c *clusterEnv) testShardedNotifications(t *testing.T) {
 	for _, a := range c.cluster.Addrs() {
 		rc := goredis.NewClient(&goredis.Options{Addr: a})
 		t.Cleanup(func() { _ = rc.Close() })
-		ps := rc.Subscribe(ctxFor(t), n.channel)
+		ps := rc.Subscribe(ctxFor(t), n.channel())
 		if _, err := ps.Receive(ctxFor(t)); err != nil { // the confirmation
 			t.Fatal(err)
 		}
@@ -263,8 +263,8 @@ func (c *clusterEnv) testSubscriptionFollowsSlot(t *testing.T) {
 		t.Fatal("no wake-up when the slot moved")
 	}
 	waitServer(t, "the channel to be subscribed on its new shard", func() bool {
-		counts, err := dst.PubSubShardNumSub(ctx, n.channel).Result()
-		return err == nil && counts[n.channel] == 1
+		counts, err := dst.PubSubShardNumSub(ctx, n.channel()).Result()
+		return err == nil && counts[n.channel()] == 1
 	})
 	for len(sub.C()) > 0 {
 		<-sub.C()

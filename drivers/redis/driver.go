@@ -142,7 +142,7 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 		return nil, err
 	}
 	n := namesOf(d.prefix, key)
-	s, err := d.notify.subscribe(ctx, n.channel)
+	s, err := d.notify.subscribe(ctx, n.channel())
 	if err != nil {
 		return nil, d.opErr(err)
 	}
@@ -164,12 +164,12 @@ func (s *queuedSubscription) Close() error {
 		return nil
 	}
 	err := s.subscription.Close()
-	if s.d.closed.Load() || s.d.notify.watching(s.names.channel) {
+	if s.d.closed.Load() || s.d.notify.watching(s.names.channel()) {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	_ = s.d.client.HDel(ctx, s.names.waiters, s.d.self).Err() // a failure lapses
+	_ = s.d.client.HDel(ctx, s.names.waiters(), s.d.self).Err() // a failure lapses
 	return err
 }
 

@@ -175,16 +175,16 @@ func TestTokensIncrease(t *testing.T) {
 	// does): the counter restarts from the server clock, above every token
 	// issued before.
 	n := namesOf(DefaultKeyPrefix, key)
-	if err := rdb.Del(ctxFor(t), n.lock, n.fence).Err(); err != nil {
+	if err := rdb.Del(ctxFor(t), n.lock, n.fence()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	grant(2).Release(ctxFor(t))
 
 	// The counter is kept without expiry.
-	if ttl, err := rdb.PTTL(ctxFor(t), n.fence).Result(); err != nil || ttl != -1 {
+	if ttl, err := rdb.PTTL(ctxFor(t), n.fence()).Result(); err != nil || ttl != -1 {
 		t.Fatalf("PTTL of the fencing counter = %v (%v), want -1 (no expiry)", ttl, err)
 	}
-	stored, err := rdb.Get(ctxFor(t), n.fence).Uint64()
+	stored, err := rdb.Get(ctxFor(t), n.fence()).Uint64()
 	if err != nil || stored != last {
 		t.Fatalf("fencing counter holds %d (%v), want the last token %d", stored, err, last)
 	}
@@ -225,14 +225,14 @@ func TestUnusableCounterRefusesGrant(t *testing.T) {
 	key := testKey(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	for _, bad := range []string{"abc", "9007199254740991", "-5", "a hash"} {
-		if err := rdb.Del(ctxFor(t), n.fence).Err(); err != nil {
+		if err := rdb.Del(ctxFor(t), n.fence()).Err(); err != nil {
 			t.Fatal(err)
 		}
 		var err error
 		if bad == "a hash" {
-			err = rdb.HSet(ctxFor(t), n.fence, "f", "v").Err()
+			err = rdb.HSet(ctxFor(t), n.fence(), "f", "v").Err()
 		} else {
-			err = rdb.Set(ctxFor(t), n.fence, bad, time.Minute).Err()
+			err = rdb.Set(ctxFor(t), n.fence(), bad, time.Minute).Err()
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -330,7 +330,7 @@ func TestReleasePublishes(t *testing.T) {
 
 	// Closing is idempotent, and the channel is unsubscribed on the server
 	// once its last subscriber has left, after the linger time.
-	channel := namesOf(DefaultKeyPrefix, key).channel
+	channel := namesOf(DefaultKeyPrefix, key).channel()
 	numsub := func() int64 {
 		n, err := rdb.PubSubNumSub(ctxFor(t), channel).Result()
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 func waitQueued(t *testing.T, key string, n int64) {
 	t.Helper()
 	rdb := newRDB(t)
-	q := namesOf(DefaultKeyPrefix, key).waiters
+	q := namesOf(DefaultKeyPrefix, key).waiters()
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		got, err := rdb.HLen(ctxFor(t), q).Result()
 		if err != nil {

@@ -26,11 +26,11 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	n := namesOf(d.prefix, key)
 	if cc, ok := d.client.(*goredis.ClusterClient); ok {
 		// The script goes to the lock's slot, the count to its shard.
-		state := inspectScript.Eval(ctx, cc, []string{n.lock, n.fence})
+		state := inspectScript.Eval(ctx, cc, []string{n.lock, n.fence()})
 		if err := state.Err(); err != nil {
 			return driver.Info{}, d.opErr(err)
 		}
-		waiters, err := clusterNumSub(ctx, cc, n.channel)
+		waiters, err := clusterNumSub(ctx, cc, n.channel())
 		if err != nil {
 			return driver.Info{}, d.opErr(err)
 		}
@@ -41,14 +41,14 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	_, err := d.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		// EVAL, not EVALSHA: a pipeline cannot fall back, and inspection
 		// is an operator's tool, not a hot path.
-		state = inspectScript.Eval(ctx, p, []string{n.lock, n.fence})
-		subs = p.PubSubNumSub(ctx, n.channel)
+		state = inspectScript.Eval(ctx, p, []string{n.lock, n.fence()})
+		subs = p.PubSubNumSub(ctx, n.channel())
 		return nil
 	})
 	if err != nil && !errors.Is(err, goredis.Nil) {
 		return driver.Info{}, d.opErr(err)
 	}
-	return infoOf(state, int(subs.Val()[n.channel]))
+	return infoOf(state, int(subs.Val()[n.channel()]))
 }
 
 // infoOf turns the inspect script's reply into an Info.

@@ -4,24 +4,25 @@ import "strings"
 
 // names are the Redis names of one lock. They share the hash tag "{T}", so
 // that on a Cluster they live in one slot: one script can use them all, and
-// the channel's shard is the lock's.
+// the channel's shard is the lock's. Only the lock's own name is stored (a
+// held lease keeps its names); the others are derived from it when used.
 type names struct {
-	lock    string // the lock itself: a hash of its holds (see scripts.go)
-	fence   string // the fencing counter, kept without expiry
-	channel string // where Release publishes, for the key's waiters
-	waiters string // the queue of Drivers waiting for the lock (see scripts.go)
+	lock string // the lock itself: a hash of its holds (see scripts.go)
 }
+
+// fence is the fencing counter, kept without expiry.
+func (n names) fence() string { return n.lock + ":fence" }
+
+// channel is where Release publishes, for the key's waiters.
+func (n names) channel() string { return n.lock + ":released" }
+
+// waiters is the queue of Drivers waiting for the lock (see scripts.go).
+func (n names) waiters() string { return n.lock + ":waiters" }
 
 // namesOf maps a dlock key onto the Redis names of its lock under prefix
 // (see "Keys" in the package documentation).
 func namesOf(prefix, key string) names {
-	base := prefix + "{" + escapeTag(key) + "}"
-	return names{
-		lock:    base,
-		fence:   base + ":fence",
-		channel: base + ":released",
-		waiters: base + ":waiters",
-	}
+	return names{lock: prefix + "{" + escapeTag(key) + "}"}
 }
 
 // escapeTag returns key with '%', '{' and '}' percent-escaped, and every other

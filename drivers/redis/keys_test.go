@@ -3,6 +3,7 @@ package redis
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,7 +84,7 @@ func checkMapping(t *testing.T, key string) {
 		t.Fatalf("escapeTag(%q) = %q, want the key unchanged", key, tag)
 	}
 	n := namesOf(DefaultKeyPrefix, key)
-	for _, name := range []string{n.lock, n.fence, n.channel, n.waiters} {
+	for _, name := range []string{n.lock, n.fence(), n.channel(), n.waiters()} {
 		if got := clusterHashTag(name); got != tag {
 			t.Fatalf("name %q of key %q hashes on %q, want %q", name, key, got, tag)
 		}
@@ -95,20 +96,21 @@ func TestKeyMapping(t *testing.T) {
 	for _, key := range hostileKeys() {
 		checkMapping(t, key)
 		n := namesOf(DefaultKeyPrefix, key)
-		for _, name := range []string{n.lock, n.fence, n.channel, n.waiters} {
+		for _, name := range []string{n.lock, n.fence(), n.channel(), n.waiters()} {
 			if other, dup := seen[name]; dup {
 				t.Fatalf("keys %q and %q share the Redis name %q", other, key, name)
 			}
 			seen[name] = key
 		}
 	}
-	if got := namesOf(DefaultKeyPrefix, "reports/nightly"); got != (names{
-		lock:    "dlock:{reports/nightly}",
-		fence:   "dlock:{reports/nightly}:fence",
-		channel: "dlock:{reports/nightly}:released",
-		waiters: "dlock:{reports/nightly}:waiters",
-	}) {
-		t.Fatalf("names of reports/nightly = %+v", got)
+	n := namesOf(DefaultKeyPrefix, "reports/nightly")
+	if got, want := []string{n.lock, n.fence(), n.channel(), n.waiters()}, []string{
+		"dlock:{reports/nightly}",
+		"dlock:{reports/nightly}:fence",
+		"dlock:{reports/nightly}:released",
+		"dlock:{reports/nightly}:waiters",
+	}; !slices.Equal(got, want) {
+		t.Fatalf("names of reports/nightly = %q, want %q", got, want)
 	}
 	if got := namesOf("", "a{b}%").lock; got != "{a%7Bb%7D%25}" {
 		t.Fatalf("lock name of a{b}%% with no prefix = %q", got)
@@ -127,8 +129,8 @@ func FuzzKeyMapping(f *testing.F) {
 		checkMapping(t, b)
 		na, nb := namesOf(DefaultKeyPrefix, a), namesOf(DefaultKeyPrefix, b)
 		if a != b {
-			for _, x := range []string{na.lock, na.fence, na.channel} {
-				for _, y := range []string{nb.lock, nb.fence, nb.channel} {
+			for _, x := range []string{na.lock, na.fence(), na.channel()} {
+				for _, y := range []string{nb.lock, nb.fence(), nb.channel()} {
 					if x == y {
 						t.Fatalf("keys %q and %q share the Redis name %q", a, b, x)
 					}

@@ -85,7 +85,7 @@ func modeArg(m driver.Mode) string {
 
 // acquire runs the acquire script for req on one server.
 func acquire(ctx context.Context, c goredis.Scripter, n names, req driver.Request, waiter string) (grant, error) {
-	res, err := acquireScript.Run(ctx, c, []string{n.lock, n.fence, n.waiters},
+	res, err := acquireScript.Run(ctx, c, []string{n.lock, n.fence(), n.waiters()},
 		req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL), waiter, millis(queueLife(req.TTL))).Int64Slice()
 	if err != nil {
 		return grant{}, err
@@ -107,12 +107,12 @@ func extend(ctx context.Context, c goredis.Scripter, n names, id string, ttl tim
 
 // fence runs the fence script for hold id on one server.
 func fence(ctx context.Context, c goredis.Scripter, n names, id string, token uint64) error {
-	return fenceScript.Run(ctx, c, []string{n.lock, n.fence}, id, strconv.FormatUint(token, 10)).Err()
+	return fenceScript.Run(ctx, c, []string{n.lock, n.fence()}, id, strconv.FormatUint(token, 10)).Err()
 }
 
 // release runs the release script for hold id on one server: for Release,
 // and for TryAcquire giving back a grant whose reply it could not wait for.
 func release(ctx context.Context, c goredis.Scripter, n names, id, publish string) (bool, error) {
-	ok, err := releaseScript.Run(ctx, c, []string{n.lock, n.waiters}, id, n.channel, publish).Int64()
+	ok, err := releaseScript.Run(ctx, c, []string{n.lock, n.waiters()}, id, n.channel(), publish).Int64()
 	return ok == 1, err
 }

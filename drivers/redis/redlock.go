@@ -323,7 +323,7 @@ func (r *RedLock) Subscribe(ctx context.Context, key string) (driver.Subscriptio
 	if err := r.enter(ctx); err != nil {
 		return nil, err
 	}
-	channel := namesOf(r.prefix, key).channel
+	channel := namesOf(r.prefix, key).channel()
 	m := &multiSub{c: make(chan struct{}, 1)}
 	r.subMu.Lock()
 	defer r.subMu.Unlock()

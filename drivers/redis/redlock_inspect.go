@@ -32,13 +32,13 @@ func (r *RedLock) Inspect(ctx context.Context, key string) (driver.Info, error) 
 		var state *goredis.Cmd
 		var subs *goredis.MapStringIntCmd
 		_, err := nd.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			state = inspectScript.Eval(ctx, p, []string{n.lock, n.fence})
-			subs = p.PubSubNumSub(ctx, n.channel)
+			state = inspectScript.Eval(ctx, p, []string{n.lock, n.fence()})
+			subs = p.PubSubNumSub(ctx, n.channel())
 			return nil
 		})
 		var info driver.Info
 		if err == nil || errors.Is(err, goredis.Nil) {
-			info, err = infoOf(state, int(subs.Val()[n.channel]))
+			info, err = infoOf(state, int(subs.Val()[n.channel()]))
 		}
 		mu.Lock()
 		defer mu.Unlock()

@@ -292,7 +292,7 @@ func (g *rlGroup) testTokensAcrossMasters(t *testing.T) {
 	key := testKey(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	ahead := uint64(time.Now().Add(24 * time.Hour).UnixMicro()) // a counter far ahead of the others
-	if err := g.raw[4].Set(ctxFor(t), n.fence, strconv.FormatUint(ahead, 10), 0).Err(); err != nil {
+	if err := g.raw[4].Set(ctxFor(t), n.fence(), strconv.FormatUint(ahead, 10), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	first := mustAcquireRL(t, r, reqFor(key, 5*time.Second))
@@ -300,7 +300,7 @@ func (g *rlGroup) testTokensAcrossMasters(t *testing.T) {
 		t.Fatalf("token %d, want the highest issued, %d", first.Token(), ahead+1)
 	}
 	for i, c := range g.raw {
-		if v, _ := c.Get(ctxFor(t), n.fence).Uint64(); v < first.Token() {
+		if v, _ := c.Get(ctxFor(t), n.fence()).Uint64(); v < first.Token() {
 			t.Errorf("master %d's counter %d is below the written-back token %d", i, v, first.Token())
 		}
 	}

@@ -28,7 +28,7 @@ func (d *Driver) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 	if namesOf(d.prefix, to.Key) != l.names || to.Mode != driver.Exclusive || to.Owner != "" {
 		return nil, driver.ErrLocked // not a plain exclusive request for the same lock
 	}
-	res, err := transferScript.Run(ctx, d.client, []string{l.names.lock, l.names.fence}, l.id, to.ID, millis(to.TTL)).Int64Slice()
+	res, err := transferScript.Run(ctx, d.client, []string{l.names.lock, l.names.fence()}, l.id, to.ID, millis(to.TTL)).Int64Slice()
 	if err != nil {
 		return nil, d.opErr(err)
 	}
