@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,8 +29,13 @@ type Driver struct {
 	publish string
 	closed  atomic.Bool
 	notify  *notifier
-	// self names this Driver in the waiters' queues (see scripts.go).
-	self string
+	// self names this Driver in the waiters' queues (see scripts.go), and
+	// queued holds the locks (by name) whose queue it may be in: those it
+	// was refused as a waiter and has not been granted since, so that only
+	// a waiter that gives up pays a request to leave the queue.
+	self     string
+	queuedMu sync.Mutex
+	queued   map[string]struct{}
 }
 
 var (
@@ -78,6 +84,7 @@ func newDriver(client goredis.UniversalClient, owned bool, o options) *Driver {
 		publish: publish,
 		notify:  newNotifier(client, self),
 		self:    self,
+		queued:  map[string]struct{}{},
 	}
 }
 
@@ -127,6 +134,9 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 		}
 		return nil, d.opErr(err)
 	}
+	if waiter != "" {
+		d.markQueued(n, !g.ok)
+	}
 	if !g.ok {
 		return nil, &driver.LockedError{RetryAfter: g.retry}
 	}
@@ -164,13 +174,27 @@ func (s *queuedSubscription) Close() error {
 		return nil
 	}
 	err := s.subscription.Close()
-	if s.d.closed.Load() || s.d.notify.watching(s.names.channel()) {
+	if s.d.closed.Load() || s.d.notify.watching(s.names.channel()) || !s.d.markQueued(s.names, false) {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	_ = s.d.client.HDel(ctx, s.names.waiters(), s.d.self).Err() // a failure lapses
+	_ = leaveScript.Run(ctx, s.d.client, []string{s.names.waiters()}, s.d.self).Err() // a failure lapses
 	return err
+}
+
+// markQueued records whether the Driver may be in the waiters' queue of
+// the lock n, and reports whether it may have been before.
+func (d *Driver) markQueued(n names, queued bool) bool {
+	d.queuedMu.Lock()
+	defer d.queuedMu.Unlock()
+	_, was := d.queued[n.lock]
+	if queued {
+		d.queued[n.lock] = struct{}{}
+	} else {
+		delete(d.queued, n.lock)
+	}
+	return was
 }
 
 // queueLife is how long a waiting Driver's queue entry lasts without a new

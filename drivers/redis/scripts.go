@@ -441,6 +441,14 @@ save(KEYS[1], s, now)
 return {1, token}
 `)
 
+// leaveScript takes a Driver out of a lock's waiters' queue when its last
+// waiter gave up. It is a script rather than a plain HDEL only so that the
+// server counts it among the driver's requests (commandstats counts a
+// script's own commands too, so only the scripts' calls measure requests).
+//
+// KEYS[1] waiters' queue; ARGV[1] the Driver's name in it.
+var leaveScript = goredis.NewScript(`return redis.call('HDEL', KEYS[1], ARGV[1])`)
+
 // inspectScript describes the lock without changing it.
 //
 // KEYS[1] lock, KEYS[2] fencing counter. Returns {kind, holders, holder,
