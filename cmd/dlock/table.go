@@ -12,13 +12,13 @@ import (
 // printTable prints one row per backend, then what was skipped.
 func printTable(out io.Writer, res results) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "backend\tuncontended p50\tvs raw\thandoff p50: 1 waiter\t16 in 1 client\t16 in 16 clients\trequests/cs (16 in 1)\tcs/s 8 goroutines\tcs/s 64\tJain 64\tmax/p50 wait 64\theld locks\trenewal trips/period\theap/lock\t")
+	fmt.Fprintln(w, "backend\tuncontended p50\tvs raw\thandoff p50: 1 waiter\t16 in 1 client\t16 in 16 clients\trequests/cs (16 in 1)\tcs/s 8 goroutines\tcs/s 64\tJain 64\tmax/p50 wait 64\tpolling lock cs/s 64 (Jain)\theld locks\trenewal trips/period\theap/lock\t")
 	for _, r := range res.Reports {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t%.2f\t%.1f\t%d\t%.1f\t%.0f B\t\n",
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t%.2f\t%.1f\t%s\t%d\t%.1f\t%.0f B\t\n",
 			r.Backend, short(r.Uncontended.Lock.P50), ratio(r.Uncontended.Ratio),
 			short(handoff(r, 1, 1).Latency.P50), short(handoff(r, 16, 1).Latency.P50), short(handoff(r, 16, 16).Latency.P50),
 			requests(handoff(r, 16, 1).Requests), contended(r, 8).PerSecond, contended(r, 64).PerSecond,
-			contended(r, 64).Jain, contended(r, 64).MaxOverP50, r.Held.Locks, r.Held.RenewalTripsPeriod, r.Held.HeapPerLock)
+			contended(r, 64).Jain, contended(r, 64).MaxOverP50, polled(r), r.Held.Locks, r.Held.RenewalTripsPeriod, r.Held.HeapPerLock)
 	}
 	w.Flush()
 	for _, s := range res.Skipped {
@@ -42,6 +42,14 @@ func contended(r benchkit.Report, goroutines int) benchkit.Contended {
 		}
 	}
 	return benchkit.Contended{}
+}
+
+// polled is the raw polling lock's throughput and fairness, or "-".
+func polled(r benchkit.Report) string {
+	if r.Polled == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f (%.2f)", r.Polled.PerSecond, r.Polled.Jain)
 }
 
 func short(d time.Duration) string {

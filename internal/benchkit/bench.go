@@ -60,10 +60,18 @@ func Run(b *testing.B, t Target) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				b.ReportMetric(c.PerSecond, "cs/s")
-				b.ReportMetric(c.Jain, "jain")
-				b.ReportMetric(float64(c.Wait.Max.Nanoseconds()), "max-wait-ns")
-				b.ReportMetric(c.MaxOverP50, "max/p50")
+				reportContended(b, c)
+			}
+		})
+	}
+	if t.Poller != nil {
+		b.Run("Contended/goroutines=64/raw-poller", func(b *testing.B) {
+			for b.Loop() {
+				c, err := MeasurePolledContended(b.Context(), t.Poller, 64, contendedFor)
+				if err != nil {
+					b.Fatal(err)
+				}
+				reportContended(b, c)
 			}
 		})
 	}
@@ -79,4 +87,12 @@ func Run(b *testing.B, t Target) {
 			b.ReportMetric(h.GoroutinesPerLock, "goroutines/lock")
 		}
 	})
+}
+
+// reportContended reports one contended run's figures.
+func reportContended(b *testing.B, c Contended) {
+	b.ReportMetric(c.PerSecond, "cs/s")
+	b.ReportMetric(c.Jain, "jain")
+	b.ReportMetric(float64(c.Wait.Max.Nanoseconds()), "max-wait-ns")
+	b.ReportMetric(c.MaxOverP50, "max/p50")
 }

@@ -30,6 +30,9 @@ type Target struct {
 	// Requests returns how many requests all clients of the target have sent
 	// to the backend so far (a pipeline counts once). Nil when unknown.
 	Requests func() uint64
+	// Poller is the raw polling lock that contended throughput is compared
+	// with. Nil when the backend has none worth comparing.
+	Poller *Poller
 	// MinTTL is the backend's shortest TTL; measurements that choose a TTL
 	// use at least this. Zero: the core's minimum.
 	MinTTL time.Duration

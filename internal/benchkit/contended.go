@@ -62,6 +62,12 @@ func MeasureContended(ctx context.Context, t Target, goroutines, clients int, d 
 	if firstErr != nil {
 		return Contended{}, firstErr
 	}
+	return contendedStats(goroutines, clients, counts, waits, elapsed), nil
+}
+
+// contendedStats summarises a contended run: each goroutine's number of
+// critical sections and the time each of its acquisitions waited.
+func contendedStats(goroutines, clients int, counts []int, waits [][]time.Duration, elapsed time.Duration) Contended {
 	var all []time.Duration
 	var sum, squares float64
 	for g := range goroutines {
@@ -77,5 +83,5 @@ func MeasureContended(ctx context.Context, t Target, goroutines, clients int, d 
 	if c.Wait.P50 > 0 {
 		c.MaxOverP50 = float64(c.Wait.Max) / float64(c.Wait.P50)
 	}
-	return c, nil
+	return c
 }

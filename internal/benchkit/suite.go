@@ -43,7 +43,10 @@ type Report struct {
 	Uncontended Uncontended `json:"uncontended"`
 	Handoff     []Handoff   `json:"handoff"`
 	Contended   []Contended `json:"contended"`
-	Held        ManyHeld    `json:"held"`
+	// Polled is contended throughput of the raw polling lock (Target.Poller)
+	// at the largest goroutine count, for comparison.
+	Polled *Contended `json:"polled,omitempty"`
+	Held   ManyHeld   `json:"held"`
 }
 
 // Suite runs every measurement of the standard suite against t, telling
@@ -71,6 +74,14 @@ func Suite(ctx context.Context, t Target, s Sizes, progress func(string)) (Repor
 			return r, fmt.Errorf("contended: %w", err)
 		}
 		r.Contended = append(r.Contended, c)
+	}
+	if t.Poller != nil {
+		step("contended, 64 goroutines, raw polling lock")
+		c, err := MeasurePolledContended(ctx, t.Poller, 64, s.ContendedFor)
+		if err != nil {
+			return r, fmt.Errorf("polled: %w", err)
+		}
+		r.Polled = &c
 	}
 	step(fmt.Sprintf("%d held locks", s.HeldLocks))
 	if r.Held, err = MeasureManyHeld(ctx, t, s.HeldLocks, s.HeldTTL, s.HeldPeriods); err != nil {

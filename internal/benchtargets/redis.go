@@ -31,10 +31,29 @@ func Redis(url string) (benchkit.Target, func(), error) {
 		}
 		return raw.Del(ctx, key).Err()
 	}
+	t.Poller = &benchkit.Poller{
+		Try: func(ctx context.Context, key, id string) (bool, error) {
+			return raw.SetNX(ctx, key, id, 15*time.Second).Result()
+		},
+		Release: func(ctx context.Context, key, id string) error {
+			return pollerRelease.Run(ctx, raw, []string{key}, id).Err()
+		},
+		Retry: pollerRetry,
+	}
 	var asked atomic.Uint64 // INFO calls, each counted by the server itself
 	t.Requests = func() uint64 { return redisCommands(raw) - asked.Add(1) }
 	return t, func() { _ = raw.Close() }, nil
 }
+
+// pollerRelease deletes a polled lock if its owner still holds it, as
+// polling Redis libraries do (redislock, redsync).
+var pollerRelease = goredis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+// pollerRetry is the polling baseline's sleep after a failed try: a fixed
+// 100 ms, as with redislock's LinearBackoff(100*time.Millisecond), whose
+// handoff (50 ms p50, 100 ms p99) is the one shared/design/performance.md
+// reports.
+const pollerRetry = 100 * time.Millisecond
 
 // requestCommands are the commands the redis driver sends itself; the
 // commands its scripts run inside the server are not requests.
