@@ -2,6 +2,7 @@ package dlock_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"net/url"
 	"strings"
@@ -37,9 +38,12 @@ func TestOpenBadURLs(t *testing.T) {
 
 func TestRegisterRejectsNilAndDuplicates(t *testing.T) {
 	open := func(context.Context, *url.URL) (driver.Driver, error) { return nil, errors.New("unused") }
-	dlock.Register("test-register", open)
+	// Registration is process-wide: a scheme of its own per run lets the
+	// test run again in one process (-count).
+	scheme := "test-register-" + strings.ToLower(rand.Text()[:8])
+	dlock.Register(scheme, open)
 	for name, f := range map[string]func(){
-		"duplicate": func() { dlock.Register("TEST-register", open) },
+		"duplicate": func() { dlock.Register(strings.ToUpper(scheme), open) },
 		"nil":       func() { dlock.Register("test-register-nil", nil) },
 	} {
 		func() {
