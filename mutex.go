@@ -126,9 +126,12 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 	// When the previous head left with the lock, it is held: wait first.
 	// Otherwise try once before subscribing: the lock is usually free, and
 	// an uncontended Lock then costs no subscription (nor the notification
-	// of its own release).
+	// of its own release). This try does not queue (driver.Request.Wait):
+	// a driver that keeps a queue of waiters learns that a waiter gave up
+	// from its subscription closing, so it must not queue one before it
+	// subscribes.
 	if !q.held {
-		if l, err := m.attempt(ctx, mode, m.tryWaiting); err == nil {
+		if l, err := m.attempt(ctx, mode, m.c.drv.TryAcquire); err == nil {
 			return l, nil
 		} else if !errors.Is(err, ErrLocked) && !errors.Is(err, errExpiredOnArrival) {
 			return nil, err

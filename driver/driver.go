@@ -151,7 +151,9 @@ type Request struct {
 	// Wait is set when the request comes from a Lock that will wait and try
 	// again, not from a TryLock. A driver whose backend keeps a queue of
 	// waiters (for fairness across clients) may queue it when refused, and
-	// must not queue requests without it.
+	// must not queue requests without it. With a Notifier, the core sets it
+	// only while it holds a subscription for the key, so the subscription's
+	// Close tells the driver when the last waiter gave up.
 	Wait bool
 
 	// Owner, when not empty, asks for a reentrant hold: a request whose Owner

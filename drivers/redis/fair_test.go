@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // waitQueued polls the waiters' queue of key until it has n entries: the
@@ -128,7 +129,10 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Lock: %v", err)
 	}
-	waitQueued(t, key, 0)
+	// Lock leaves the queue before it returns: no waiting for a lapse.
+	if n, err := newRDB(t).HLen(ctxFor(t), namesOf(DefaultKeyPrefix, key).waiters()).Result(); err != nil || n != 0 {
+		t.Fatalf("waiters' queue after the only waiter gave up: %d entries (%v), want 0", n, err)
+	}
 	if err := held.Unlock(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -137,4 +141,38 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 		t.Fatalf("TryLock after the only waiter gave up: %v", err)
 	}
 	_ = l.Unlock(ctxFor(t))
+}
+
+// Driver level: a free lock goes to the queue's head only, a request
+// without Wait neither queues nor jumps the queue, and the head leaves the
+// queue when granted.
+func TestFreeLockGoesToQueueHead(t *testing.T) {
+	rdb := newRDB(t)
+	holder, head, other := newTestDriver(t, rdb), newTestDriver(t, rdb), newTestDriver(t, rdb)
+	key := testKey(t)
+	ctx := ctxFor(t)
+	held := mustAcquire(t, holder, reqFor(key, 5*time.Second))
+
+	waiting := reqFor(key, 5*time.Second)
+	waiting.Wait = true
+	if _, err := head.TryAcquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("waiting request while held: got %v, want ErrLocked", err)
+	}
+	if _, err := other.TryAcquire(ctx, reqFor(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("TryLock while held: got %v, want ErrLocked", err)
+	}
+	waitQueued(t, key, 1) // the waiting request queued; the TryLock did not
+
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.TryAcquire(ctx, reqFor(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("TryLock of a free lock with a queued waiter: got %v, want ErrLocked", err)
+	}
+	l, err := head.TryAcquire(ctx, waiting)
+	if err != nil {
+		t.Fatalf("the queue's head: %v", err)
+	}
+	waitQueued(t, key, 0)
+	_ = l.Release(ctx)
 }
