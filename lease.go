@@ -9,30 +9,35 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/deadline"
 )
 
-// lease implements Lease. Its expiry is a timer and its renewal is scheduled
-// by its Client's renewer: a held lease costs no goroutine.
+// lease implements Lease. Its expiry and its renewal are scheduled by its
+// Client's renewer, and the driver tells it of a loss through a callback
+// (driver.LossNotifier): a held lease costs no goroutine and no timer.
 type lease struct {
 	m        *mutex
 	d        driver.Lease
-	mode     driver.Mode
 	acquired time.Time
 	done     chan struct{}
 
+	// The small fields together, where they pack into one word: a Client
+	// may hold thousands of leases.
+	mode     driver.Mode
+	unlocked bool        // Unlock has been called; under mu
+	started  bool        // start armed it; telemetry counts it as held; under mu
+	ended    atomic.Bool // set before the renewer is told to forget the lease
+
 	mu        sync.Mutex
 	deadline  time.Time
-	err       error // nil while held; why it ended otherwise
-	unlocked  bool  // Unlock has been called
-	started   bool  // start armed it; telemetry counts it as held
-	lastErr   error // the latest failed renewal, reported if the deadline passes
-	expiry    *time.Timer
-	stopWatch func() bool // stops watching a LossReporter
+	err       error                  // nil while held; why it ended otherwise
+	lastErr   error                  // the latest failed renewal, reported if the deadline passes
+	expiry    deadline.Entry[*lease] // in the renewer's expiry queue, at deadline
+	stopWatch func() bool            // stops watching a LossReporter
 
 	// Owned by the Client's renewer, under its lock.
 	renewAt   time.Time
 	heapIndex int
-	ended     atomic.Bool // set before the renewer is told to forget the lease
 }
 
 var _ Lease = (*lease)(nil)
@@ -59,8 +64,8 @@ func (m *mutex) validUntil(started time.Time, validity time.Duration) time.Time 
 	return started.Add(validity - safetyMargin(m.cfg.ttl))
 }
 
-// start arms the expiry timer, the renewal timer and the backend's own loss
-// report. Called once the lease is tracked by its Client.
+// start schedules the lease's expiry and renewal, and listens for the
+// backend's own loss report. Called once the lease is tracked by its Client.
 func (l *lease) start() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -69,12 +74,18 @@ func (l *lease) start() {
 	}
 	l.started = true
 	l.m.c.tel.held.Add(context.Background(), 1, l.m.c.tel.modeAttrs[l.mode])
-	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
+	l.m.c.renewer.expiries().Schedule(&l.expiry, l, l.deadline)
 	if l.m.cfg.renew {
 		l.m.c.renewer.schedule(l, time.Now().Add(l.renewInterval()))
 	}
-	if lr, ok := l.d.(driver.LossReporter); ok {
-		lost := lr.Lost()
+	switch d := l.d.(type) {
+	case driver.LossNotifier:
+		// The driver may call back under its own locks, which its Lease
+		// methods take, and l.mu is held around some of those calls:
+		// losing the lease is left to a goroutine of its own.
+		d.OnLoss(func(reason error) { go l.lose(reason, "backend") })
+	case driver.LossReporter:
+		lost := d.Lost()
 		l.stopWatch = context.AfterFunc(lost, func() { l.lose(context.Cause(lost), "backend") })
 	}
 }
@@ -129,9 +140,7 @@ func (l *lease) finish(err error, lossReason string) bool {
 	l.err = err
 	l.ended.Store(true)
 	l.m.c.renewer.remove(l)
-	if l.expiry != nil {
-		l.expiry.Stop()
-	}
+	l.m.c.renewer.expiries().Remove(&l.expiry)
 	if l.stopWatch != nil {
 		l.stopWatch()
 	}
@@ -147,16 +156,16 @@ func (l *lease) lose(reason error, kind string) {
 	l.finish(lostError(reason), kind)
 }
 
-// expire runs when the expiry timer fires: unless a renewal moved the
-// deadline meanwhile, the lease can no longer be trusted.
+// expire runs when the lease's deadline comes in the expiry queue: unless a
+// renewal moved the deadline meanwhile, the lease can no longer be trusted.
 func (l *lease) expire() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
 		return
 	}
-	if left := time.Until(l.deadline); left > 0 {
-		l.expiry.Reset(left)
+	if time.Now().Before(l.deadline) {
+		l.m.c.renewer.expiries().Schedule(&l.expiry, l, l.deadline)
 		return
 	}
 	reason := errors.New("validity deadline passed without a confirmed renewal")
@@ -192,7 +201,7 @@ func (l *lease) confirm(started time.Time, err error) (time.Duration, bool) {
 	case err == nil:
 		if d := l.m.validUntil(started, l.d.Validity()); d.After(l.deadline) {
 			l.deadline = d
-			l.expiry.Reset(time.Until(d))
+			l.m.c.renewer.expiries().Schedule(&l.expiry, l, d)
 		}
 		l.lastErr = nil
 		l.m.c.tel.renewed(l, "ok", nil)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/deadline"
 )
 
 // Batched renewal: each Client has one renewer, a heap of its held leases by
@@ -17,13 +18,30 @@ import (
 // trip where the driver is a BatchExtender. So renewal costs no goroutine per
 // held lock, and leases acquired at different moments fall into step after
 // their first renewal, sharing round trips from then on.
+//
+// The renewer also keeps the leases' validity deadlines, in a queue of its
+// own with one timer (expiries): a renewal moves a deadline, and a deadline
+// that comes unconfirmed loses its lease, whether or not it is renewed.
 
-// renewer schedules the renewal of one Client's leases.
+// renewer schedules the renewal and the expiry of one Client's leases.
 type renewer struct {
-	c     *Client
-	mu    sync.Mutex
-	due   leaseHeap
-	timer *time.Timer
+	c      *Client
+	mu     sync.Mutex
+	due    leaseHeap
+	timer  *time.Timer
+	expiry *deadline.Queue[*lease] // made by expiries
+}
+
+// expiries returns the queue of the Client's leases by validity deadline.
+// It runs on after stop: a lease's deadline passing during Close still loses
+// it, and once every lease has ended the queue holds no timer.
+func (r *renewer) expiries() *deadline.Queue[*lease] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.expiry == nil {
+		r.expiry = deadline.NewQueue((*lease).expire)
+	}
+	return r.expiry
 }
 
 // extendParallelism bounds the Extend calls in flight for a driver that

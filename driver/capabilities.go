@@ -81,14 +81,39 @@ type Validator interface {
 	ValidateTTL(ttl time.Duration) error
 }
 
-// LossReporter is implemented by leases whose backend reports a loss on its own
-// (a session expiring, a connection closing), earlier than the next Extend
-// would find it. Lost returns a context that is cancelled when the lease is
-// lost, with the reason as its cause (context.Cause). The core watches it with
-// context.AfterFunc, so it costs no goroutine.
+// LossNotifier is implemented by leases whose backend reports a loss on its
+// own (a session expiring, a connection closing, the lock removed behind the
+// holder's back), earlier than the next Extend would find it. It is the
+// cheaper of the two ways to report one (see LossReporter): a held lock then
+// costs the driver a field, and whatever registry of leases it keeps per
+// session or connection, rather than a context per lease.
 //
-// Fallback: without it, the core learns of a loss from the next Extend, or from
-// the validity deadline passing unconfirmed, whichever comes first.
+// The core calls OnLoss once, right after the grant and before any Extend or
+// Release (or not at all, when Close ends the lease first). The lease then
+// calls f at most once, when it learns that the lock is lost, with the
+// reason: at once, from OnLoss, when it already knows. It may call f from
+// any goroutine and while holding its own locks: f returns at once and calls
+// nothing of the driver's. After Release has been called the lease need not
+// call f, and should forget it.
+//
+// Fallback: a lease without it may implement LossReporter; without either,
+// the core learns of a loss from the next Extend, or from the validity
+// deadline passing unconfirmed, whichever comes first.
+type LossNotifier interface {
+	OnLoss(f func(reason error))
+}
+
+// LossReporter is the context-shaped form of LossNotifier, for leases whose
+// backend client already hands out a context per lock. Lost returns a
+// context that is cancelled when the lease is lost, with the reason as its
+// cause (context.Cause). The core watches it with context.AfterFunc, so it
+// costs no goroutine, but a watched context per held lock costs some
+// hundreds of bytes of heap: a driver that can implements LossNotifier
+// instead. The core uses LossNotifier when a lease implements both.
+//
+// Fallback: without it (or LossNotifier), the core learns of a loss from the
+// next Extend, or from the validity deadline passing unconfirmed, whichever
+// comes first.
 type LossReporter interface {
 	Lost() context.Context
 }

@@ -4,7 +4,7 @@
 // RWMutex and Lease are implemented once, by the core, over this contract.
 // Driver authors implement [Driver] and [Lease], and as many of the optional
 // capability interfaces ([Blocker], [Notifier], [Featurer], [Validator],
-// [LossReporter]) as their backend supports, then prove the driver with
+// [LossNotifier]) as their backend supports, then prove the driver with
 // conformance.Run.
 //
 // # What the core does, so that a driver must not
@@ -26,8 +26,8 @@
 //     key that expires by itself; Extend pushes the expiry out, owner-checked;
 //   - sessions whose end frees every lock (ZooKeeper, etcd): the lease lives as
 //     long as the session; Extend confirms that the session and the lock are
-//     still there; [LossReporter] reports the session's end as soon as the
-//     client learns of it;
+//     still there; [LossNotifier] reports the session's end as soon as the
+//     client learns of it, to every lease of the session;
 //   - connections whose end frees the lock (PostgreSQL advisory locks): as for
 //     sessions, with the connection in the role of the session.
 //

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,8 +37,7 @@ type holder struct {
 	token    uint64
 	count    int
 	expires  time.Time
-	lost     context.CancelCauseFunc // tells the grant's leases they lost it
-	lostCtx  context.Context
+	leases   []*lease // the grant's unreleased leases, told when it is lost
 }
 
 // NewBackend returns an empty Backend.
@@ -103,7 +103,7 @@ func (b *Backend) grant(req driver.Request, now time.Time) (*holder, time.Durati
 	}
 	e := b.live(req.Key, now)
 	if e == nil {
-		e = &entry{shared: map[string]*holder{}}
+		e = &entry{} // shared is made by the first reader: most locks have none
 		b.locks[req.Key] = e
 	}
 	expires := now.Add(req.TTL)
@@ -117,6 +117,9 @@ func (b *Backend) grant(req driver.Request, now time.Time) (*holder, time.Durati
 			return h, 0
 		}
 		h := b.newHolder(req.Key, identity, expires)
+		if e.shared == nil {
+			e.shared = map[string]*holder{}
+		}
 		e.shared[identity] = h
 		return h, 0
 	}
@@ -141,8 +144,21 @@ func (b *Backend) grant(req driver.Request, now time.Time) (*holder, time.Durati
 
 func (b *Backend) newHolder(key, identity string, expires time.Time) *holder {
 	b.fences[key]++
-	ctx, cancel := context.WithCancelCause(context.Background())
-	return &holder{identity: identity, token: b.fences[key], count: 1, expires: expires, lostCtx: ctx, lost: cancel}
+	return &holder{identity: identity, token: b.fences[key], count: 1, expires: expires}
+}
+
+// lose tells every unreleased lease of h that it lost the lock, for reason.
+// Callers hold b.mu.
+func (h *holder) lose(reason error) {
+	for _, l := range h.leases {
+		l.lose(reason)
+	}
+	h.leases = nil
+}
+
+// drop forgets l, released, among h's leases. Callers hold b.mu.
+func (h *holder) drop(l *lease) {
+	h.leases = slices.DeleteFunc(h.leases, func(o *lease) bool { return o == l })
 }
 
 // find returns the live holder of key with the given identity and token.

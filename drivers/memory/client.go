@@ -65,9 +65,13 @@ func (c *client) acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		c.b.mu.Lock()
 		h, left := c.b.grant(req, time.Now())
 		changed := c.b.changed
-		c.b.mu.Unlock()
+		var l driver.Lease
 		if h != nil {
-			return c.newLease(req, h), nil
+			l = c.newLease(req, h)
+		}
+		c.b.mu.Unlock()
+		if l != nil {
+			return l, nil
 		}
 		timer := time.NewTimer(left)
 		select {
@@ -123,32 +127,91 @@ func (s *subscription) Close() error {
 	return nil
 }
 
+// newLease makes the lease of a grant to h, the loss reporting kind the
+// options ask for. Callers hold c.b.mu.
 func (c *client) newLease(req driver.Request, h *holder) driver.Lease {
-	l := &lease{c: c, key: req.Key, mode: req.Mode, reentrant: req.Owner != "", identity: h.identity, token: h.token, validity: req.TTL, lost: h.lostCtx}
+	base := lease{c: c, key: req.Key, mode: req.Mode, reentrant: req.Owner != "", identity: h.identity, token: h.token, validity: req.TTL}
 	if c.o.noLossReports {
-		return l
+		return &base // no loss to tell it of
 	}
-	return &reportingLease{l}
+	var dl driver.Lease
+	var l *lease
+	switch {
+	case c.o.contextLossReports:
+		rl := &reportingLease{lease: base}
+		var cancel context.CancelCauseFunc
+		rl.lost, cancel = context.WithCancelCause(context.Background())
+		rl.onLoss = func(reason error) { cancel(reason) }
+		dl, l = rl, &rl.lease
+	default:
+		nl := &notifyingLease{lease: base}
+		dl, l = nl, &nl.lease
+	}
+	h.leases = append(h.leases, l)
+	return dl
 }
 
-// lease is one grant as a client holds it.
+// lease is one grant as a client holds it. A lease that reports losses is
+// one of the two wrappers below, each allocated with its lease in one piece.
 type lease struct {
 	c         *client
 	key       string
 	mode      driver.Mode
 	reentrant bool // identity is the reentrant owner, not the request ID
+	released  bool // Release was called: report no loss; under c.b.mu
 	identity  string
 	token     uint64
 	validity  time.Duration
-	lost      context.Context
+
+	// Under c.b.mu: where to report the loss of the lock (nil until told,
+	// and after), and the loss reported before anyone listened.
+	onLoss func(reason error)
+	lost   error
 }
 
-// reportingLease adds driver.LossReporter.
-type reportingLease struct{ *lease }
+// lose reports the loss of the lock, once. Callers hold c.b.mu.
+func (l *lease) lose(reason error) {
+	if l.lost != nil || l.released {
+		return
+	}
+	l.lost = reason
+	if f := l.onLoss; f != nil {
+		l.onLoss = nil
+		f(reason)
+	}
+}
 
+// notifyingLease adds driver.LossNotifier: the default.
+type notifyingLease struct{ lease }
+
+// OnLoss calls f when a fault hook (Tamper, Restart) removes the lock: at
+// once when one already has.
+func (l *notifyingLease) OnLoss(f func(reason error)) {
+	b := l.c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case l.released:
+	case l.lost != nil:
+		f(l.lost)
+	default:
+		l.onLoss = f
+	}
+}
+
+// reportingLease adds driver.LossReporter instead (WithContextLossReports).
+type reportingLease struct {
+	lease
+	lost context.Context
+}
+
+// Lost returns a context cancelled when a fault hook removes the lock.
 func (l *reportingLease) Lost() context.Context { return l.lost }
 
-var _ driver.LossReporter = (*reportingLease)(nil)
+var (
+	_ driver.LossNotifier = (*notifyingLease)(nil)
+	_ driver.LossReporter = (*reportingLease)(nil)
+)
 
 func (l *lease) Token() uint64           { return l.token }
 func (l *lease) Validity() time.Duration { return l.validity }
@@ -176,10 +239,12 @@ func (l *lease) Release(ctx context.Context) error {
 	b := l.c.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	l.released, l.onLoss = true, nil
 	e, h := b.find(l.key, l.identity, l.token, l.mode, time.Now())
 	if h == nil {
 		return driver.ErrNotHeld
 	}
+	h.drop(l)
 	if h.count--; h.count > 0 {
 		return nil
 	}
@@ -226,8 +291,10 @@ func leaseOf(dl driver.Lease) *lease {
 	switch l := dl.(type) {
 	case *lease:
 		return l
+	case *notifyingLease:
+		return &l.lease
 	case *reportingLease:
-		return l.lease
+		return &l.lease
 	}
 	return nil
 }

@@ -31,9 +31,10 @@ func harness(opts ...memory.Option) conformance.Harness {
 // The suite runs once per way the core can wait and learn of losses.
 func TestConformance(t *testing.T) {
 	for name, opts := range map[string][]memory.Option{
-		"AllCapabilities": nil,
-		"Notifications":   {memory.WithoutBlocking(), memory.WithoutLossReports()},
-		"PollingOnly":     {memory.WithoutBlocking(), memory.WithoutNotifications(), memory.WithoutLossReports()},
+		"AllCapabilities":    nil,
+		"ContextLossReports": {memory.WithContextLossReports()},
+		"Notifications":      {memory.WithoutBlocking(), memory.WithoutLossReports()},
+		"PollingOnly":        {memory.WithoutBlocking(), memory.WithoutNotifications(), memory.WithoutLossReports()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -62,7 +62,7 @@ func (b *Backend) Tamper(key string, overwrite bool) bool {
 	delete(b.locks, key)
 	if overwrite {
 		stranger := b.newHolder(key, "stranger", time.Now().Add(time.Hour))
-		b.locks[key] = &entry{exclusive: stranger, shared: map[string]*holder{}}
+		b.locks[key] = &entry{exclusive: stranger}
 	} else {
 		b.wake()
 	}
@@ -72,10 +72,10 @@ func (b *Backend) Tamper(key string, overwrite bool) bool {
 // forget tells every holder of e that it lost the lock.
 func forget(e *entry, reason error) {
 	if e.exclusive != nil {
-		e.exclusive.lost(reason)
+		e.exclusive.lose(reason)
 	}
 	for _, h := range e.shared {
-		h.lost(reason)
+		h.lose(reason)
 	}
 }
 

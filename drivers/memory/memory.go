@@ -12,7 +12,8 @@
 //
 // All of them by default: read-write and reentrant locks, server-side
 // waiting (Blocker), release notifications (Notifier), and loss reports
-// (LossReporter) when a fault hook removes a lock. Options switch each off, so
+// (LossNotifier, or LossReporter on request) when a fault hook removes a
+// lock. Options switch each off, so
 // that the core's fallbacks can be tested against it too.
 //
 // # Guarantees
@@ -36,7 +37,7 @@ import (
 type Option func(*options)
 
 type options struct {
-	noBlocking, noNotify, noLossReports bool
+	noBlocking, noNotify, noLossReports, contextLossReports bool
 }
 
 // WithoutBlocking makes the Driver lack driver.Blocker, so the core waits by
@@ -47,9 +48,15 @@ func WithoutBlocking() Option { return func(o *options) { o.noBlocking = true } 
 // falls back to polling.
 func WithoutNotifications() Option { return func(o *options) { o.noNotify = true } }
 
-// WithoutLossReports makes leases lack driver.LossReporter, so the core finds
+// WithoutLossReports makes leases lack driver.LossNotifier, so the core finds
 // losses by renewal only.
 func WithoutLossReports() Option { return func(o *options) { o.noLossReports = true } }
+
+// WithContextLossReports makes leases report losses through
+// driver.LossReporter (a context per lease) instead of driver.LossNotifier,
+// as drivers whose backend client hands out contexts do, so that the core's
+// support of it is tested too.
+func WithContextLossReports() Option { return func(o *options) { o.contextLossReports = true } }
 
 // New returns a client of b, independent of every other Driver on b. Its
 // capabilities are those the options leave on.

@@ -38,6 +38,7 @@ func (c *client) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 		to.Mode != driver.Exclusive || to.Owner != "" {
 		return nil, driver.ErrLocked
 	}
+	l.released, l.onLoss = true, nil // the lock is no longer from's to lose
 	e.exclusive = b.newHolder(to.Key, to.ID, now.Add(to.TTL))
 	return c.newLease(to, e.exclusive), nil
 }

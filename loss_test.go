@@ -1,0 +1,100 @@
+package dlock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/drivers/memory"
+)
+
+// A loss the driver reports ends the lease at once, long before renewal or
+// the deadline would find it, through either kind of report.
+func TestBackendReportedLoss(t *testing.T) {
+	for name, opts := range map[string][]memory.Option{
+		"LossNotifier": nil,
+		"LossReporter": {memory.WithContextLossReports()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := memory.NewBackend()
+			c, err := dlock.New(memory.New(b, opts...), dlock.WithTTL(time.Hour), dlock.WithoutRenewal())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(t.Context())
+			m, _ := c.Mutex("k")
+			l, err := m.Lock(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Tamper("k", false)
+			select {
+			case <-l.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the lease did not end after the backend reported its loss")
+			}
+			if err := l.Err(); !errors.Is(err, dlock.ErrLockLost) || !errors.Is(err, memory.ErrTampered) {
+				t.Errorf("Err: got %v, want ErrLockLost wrapping the backend's reason", err)
+			}
+		})
+	}
+}
+
+// Without renewal, the deadline alone ends the lease, not before it; many
+// leases of one Client, with deadlines in any order, each end at their own.
+func TestDeadlinesWithoutRenewal(t *testing.T) {
+	b := memory.NewBackend()
+	c, err := dlock.New(memory.New(b, memory.WithoutLossReports()), dlock.WithoutRenewal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	ttls := []time.Duration{300 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, time.Hour}
+	var leases []dlock.Lease
+	for i, ttl := range ttls {
+		m, err := c.Mutex(string(rune('a'+i)), dlock.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := m.Lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+	}
+	for i, l := range leases[:3] {
+		select {
+		case <-l.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("lease %d did not end by its deadline", i)
+		}
+		if early := time.Until(l.Deadline()); early > 0 {
+			t.Errorf("lease %d ended %v before its deadline", i, early)
+		}
+		if err := l.Err(); !errors.Is(err, dlock.ErrLockLost) {
+			t.Errorf("lease %d: Err %v, want ErrLockLost", i, err)
+		}
+	}
+	if err := leases[3].Err(); err != nil {
+		t.Errorf("the lease with an hour to go ended: %v", err)
+	}
+	// Extend moves a deadline: the lease then ends at the new one.
+	m, _ := c.Mutex("extended", dlock.WithTTL(200*time.Millisecond))
+	l, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := l.Deadline()
+	if err := l.Extend(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("an extended lease did not end by its deadline")
+	}
+	if early := time.Until(l.Deadline()); early > 0 || !l.Deadline().After(first) {
+		t.Errorf("extended lease: ended %v before its deadline %v (first %v)", early, l.Deadline(), first)
+	}
+}
