@@ -98,7 +98,7 @@ func postgresTarget(url string) (benchkit.Target, func(), error) {
 
 // zookeeperTarget: the project's ZooKeeper image caps sessions at 4 s.
 func zookeeperTarget(url string) (benchkit.Target, func(), error) {
-	return benchtargets.ZooKeeper(url, 4*time.Second), func() {}, nil
+	return benchtargets.ZooKeeperTarget(url, 4*time.Second)
 }
 
 // targetFor makes a target for an existing server's URL.
@@ -113,7 +113,7 @@ func targetFor(rawURL string) (benchkit.Target, func(), error) {
 	case "etcd":
 		return benchtargets.Etcd(rawURL)
 	case "zk":
-		return benchtargets.ZooKeeper(rawURL, 10*time.Second), func() {}, nil // the driver's default session timeout
+		return benchtargets.ZooKeeperTarget(rawURL, 10*time.Second) // the driver's default session timeout
 	}
 	return benchtargets.Open(scheme(rawURL), rawURL), func() {}, nil
 }
