@@ -56,7 +56,7 @@
 //
 // Exclusive locks, read-write locks (driver.Featurer Shared), reentrant
 // locks (Featurer Reentrant), server-side waiting in FIFO order
-// (driver.Blocker), loss reports (driver.LossReporter), uncertainty reports
+// (driver.Blocker), loss reports (driver.LossNotifier), uncertainty reports
 // (driver.UncertaintyReporter), batched renewal (driver.BatchExtender: one
 // read-only transaction checks up to 120 locks), inspection
 // (driver.Inspector), and the TTL limit below (driver.Validator).
@@ -92,7 +92,7 @@
 // At most one writer, or any number of readers, hold a lock at any time as
 // etcd judges it (linearizable reads and transactions through the Raft
 // leader), whatever happens to clients and members, as long as a quorum of
-// members keeps its data. A holder is told by its lease's Lost context, and
+// members keeps its data. A holder is told by its lease's loss report, and
 // by its validity deadline, before etcd can let another client in:
 //
 //   - Validity is counted from the start of the call that confirmed the

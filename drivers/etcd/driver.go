@@ -10,11 +10,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/deadline"
 )
 
 // Driver is a dlock driver over an etcd cluster. It implements
 // driver.Driver, driver.Blocker, driver.Featurer and driver.Validator, and
-// its leases driver.LossReporter and driver.UncertaintyReporter. Make it
+// its leases driver.LossNotifier and driver.UncertaintyReporter. Make it
 // with [New] over a clientv3 client, or through dlock.Open with an
 // "etcd://" URL. It is safe for concurrent use.
 type Driver struct {
@@ -24,10 +25,13 @@ type Driver struct {
 	ttl    time.Duration // of the session lease, as configured
 
 	// ctx is cancelled, with cause driver.ErrClosed, by Close: it ends every
-	// keeper, and so every lease's Lost context, and every wait.
+	// keeper, and so every lease (told by its keepers), and every wait.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup // background goroutines, which Close waits for
+
+	// deadlines holds the driver's own deadline of every lease (see lease).
+	deadlines *deadline.Queue[*lease]
 
 	// granting admits one session grant at a time.
 	granting chan struct{}
@@ -74,6 +78,7 @@ func newDriver(cli *clientv3.Client, owned bool, o options) *Driver {
 		granting: make(chan struct{}, 1),
 		holds:    map[clientv3.LeaseID]*keeper{},
 	}
+	d.deadlines = deadline.NewQueue((*lease).expire)
 	d.ctx, d.cancel = context.WithCancelCause(context.Background())
 	return d
 }
@@ -104,7 +109,7 @@ func (d *Driver) ValidateTTL(ttl time.Duration) error {
 // passed to [New]). Locks still held are not released and their leases are
 // not revoked: etcd frees them when the session lease expires, one session
 // TTL after the last keepalive, as it would if the process had died. Their
-// Lost contexts end with driver.ErrClosed. Later calls return
+// leases report a loss with driver.ErrClosed. Later calls return
 // driver.ErrClosed; a second Close returns nil.
 func (d *Driver) Close() error {
 	d.mu.Lock()

@@ -70,6 +70,15 @@ func expectHeld(t *testing.T, d *Driver, key, why string) {
 }
 
 // waitDone waits up to d for ctx to end.
+// lostContext returns a context cancelled when l reports its loss, with the
+// reason as its cause, as the core listens (driver.LossNotifier): at once
+// when l was lost already.
+func lostContext(l driver.Lease) context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l.(driver.LossNotifier).OnLoss(func(reason error) { cancel(reason) })
+	return ctx
+}
+
 func waitDone(t *testing.T, ctx context.Context, d time.Duration, what string) {
 	t.Helper()
 	select {
@@ -213,7 +222,8 @@ func TestStaleReleaseSameSessionSameName(t *testing.T) {
 	}
 	// A retried release, and one that comes from a copy of the lease that
 	// never saw its first release succeed, both go by the old revision.
-	stale := &lease{d: d, key: l1.(*lease).key, rev: l1.(*lease).rev, sess: l1.(*lease).sess, lost: context.Background(), lose: func(error) {}, timer: time.NewTimer(time.Hour)}
+	stale := &lease{d: d, key: l1.(*lease).key, rev: l1.(*lease).rev, sess: l1.(*lease).sess}
+	d.deadlines.Schedule(&stale.expiry, stale, time.Now().Add(time.Hour))
 	for name, rel := range map[string]func(context.Context) error{"retried": l1.Release, "late": stale.Release} {
 		if err := rel(ctxFor(t)); !errors.Is(err, driver.ErrNotHeld) {
 			t.Errorf("%s release of the first grant: %v, want ErrNotHeld", name, err)
@@ -245,7 +255,7 @@ func TestOverwrittenKeyIsNotOurs(t *testing.T) {
 	if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("Extend of an overwritten lock: %v, want ErrNotHeld", err)
 	}
-	waitDone(t, l.(*lease).Lost(), slack, "the lost signal of an overwritten lock")
+	waitDone(t, lostContext(l), slack, "the lost signal of an overwritten lock")
 	if err := l.Release(ctxFor(t)); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("Release of an overwritten lock: %v, want ErrNotHeld", err)
 	}
@@ -292,7 +302,7 @@ func TestLostSignal(t *testing.T) {
 		if _, err := cli.Revoke(ctxFor(t), d.liveSession().id); err != nil {
 			t.Fatal(err)
 		}
-		lost := l.(*lease).Lost()
+		lost := lostContext(l)
 		waitDone(t, lost, testTTL+slack, "the lost signal after the session was revoked")
 		if err := context.Cause(lost); !errors.Is(err, ErrSessionLost) {
 			t.Errorf("cause: %v, want ErrSessionLost", err)
@@ -315,6 +325,7 @@ func TestLostSignal(t *testing.T) {
 		holder, contender := newTestDriver(t, pcli), newTestDriver(t, cli)
 		key := testKey(t)
 		l := mustTry(t, holder, reqFor(key)).(*lease)
+		lost := lostContext(l)
 		got := make(chan driver.Lease, 1)
 		go func() {
 			cl, err := contender.Acquire(ctxFor(t), reqFor(key))
@@ -327,8 +338,8 @@ func TestLostSignal(t *testing.T) {
 		p.Block()
 		defer p.Unblock()
 		waitFor(t, "Uncertain reporting the silent link", func() bool {
-			if l.Lost().Err() != nil {
-				t.Fatalf("lost (%v) before being reported uncertain", context.Cause(l.Lost()))
+			if lost.Err() != nil {
+				t.Fatalf("lost (%v) before being reported uncertain", context.Cause(lost))
 			}
 			return l.Uncertain() != nil
 		})
@@ -338,12 +349,12 @@ func TestLostSignal(t *testing.T) {
 		case <-time.After(2*testTTL + slack):
 			t.Fatal("the contender never got the lock of the partitioned holder")
 		}
-		if l.Lost().Err() == nil {
+		if lost.Err() == nil {
 			t.Fatal("the contender was granted the lock while the partitioned holder had not been told it lost it")
 		}
 		// Lost with the session, or by the driver's own deadline when the
 		// last keepalive came after the grant (nothing extends this lease).
-		if err := context.Cause(l.Lost()); !errors.Is(err, ErrSessionLost) && !errors.Is(err, errExpired) {
+		if err := context.Cause(lost); !errors.Is(err, ErrSessionLost) && !errors.Is(err, errExpired) {
 			t.Errorf("cause: %v, want ErrSessionLost or errExpired", err)
 		}
 		if cl != nil {
@@ -421,7 +432,7 @@ func TestExtendBatch(t *testing.T) {
 			}
 		}
 	}
-	if leases[gone].(*lease).Lost().Err() == nil {
+	if lostContext(leases[gone]).Err() == nil {
 		t.Error("the lease whose key was deleted is not reported lost")
 	}
 	for i, l := range leases {

@@ -12,9 +12,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/deadline"
 )
 
-// Reasons of a lease's end, as its Lost context reports them.
+// Reasons of a lease's end, as OnLoss reports them.
 var (
 	// errExpired: the lease was not extended within its TTL, so the driver
 	// deleted its key, as a lease-key backend would have let it expire.
@@ -22,7 +23,8 @@ var (
 	// errGone: the lock's key was deleted or overwritten behind the holder's
 	// back (an operator, a tool, a buggy client).
 	errGone = errors.New("etcd: the lock's key was deleted or replaced by someone else")
-	// errReleased ends the Lost context of a lease released normally.
+	// errReleased ends a lease released normally (and is reported to no
+	// one).
 	errReleased = errors.New("etcd: the lease was released")
 )
 
@@ -31,10 +33,15 @@ var (
 // lease and the key is this request's member entry (see owner.go).
 //
 // Beside etcd's lease, the driver keeps a deadline of its own: when the core
-// does not extend the lease within its TTL, a timer deletes the key
-// (revision-checked), so that a live process that stops renewing loses the
-// lock after the TTL, as with any lease-key backend, rather than after its
-// session lease, which the Driver keeps alive regardless.
+// does not extend the lease within its TTL, the Driver's deadline queue
+// deletes the key (revision-checked), so that a live process that stops
+// renewing loses the lock after the TTL, as with any lease-key backend,
+// rather than after its session lease, which the Driver keeps alive
+// regardless.
+//
+// A held lease costs no timer and no context: the Driver keeps one queue of
+// deadlines, and each keeper the set of leases to tell when its etcd lease
+// is lost.
 type lease struct {
 	d     *Driver
 	key   string // the contender, or for a reentrant hold the member entry
@@ -45,20 +52,18 @@ type lease struct {
 
 	validity atomic.Int64 // time.Duration
 
-	lost     context.Context
-	lose     context.CancelCauseFunc
-	stopHold func() bool // stops forwarding the hold's loss
-
 	mu     sync.Mutex
-	ended  bool        // released, expired, or found gone: nothing more to do
-	until  time.Time   // the driver's own deadline (start of the last confirmation + TTL)
-	timer  *time.Timer // fires at until
+	ended  bool                   // released, expired, or found gone: nothing more to do
+	reason error                  // why it ended, once ended
+	onLoss func(error)            // the core's (OnLoss); nil once told, and after Release
+	until  time.Time              // the driver's own deadline (start of the last confirmation + TTL)
+	expiry deadline.Entry[*lease] // in the Driver's deadline queue, at until
 	ttlNow time.Duration
 }
 
 var (
 	_ driver.Lease               = (*lease)(nil)
-	_ driver.LossReporter        = (*lease)(nil)
+	_ driver.LossNotifier        = (*lease)(nil)
 	_ driver.UncertaintyReporter = (*lease)(nil)
 )
 
@@ -66,16 +71,17 @@ var (
 // started at confirmed, for an acquisition call that started at started.
 func (d *Driver) newLease(req driver.Request, key string, rev int64, token uint64, sess *keeper, hold *holdRef, started, confirmed time.Time) *lease {
 	l := &lease{d: d, key: key, rev: rev, token: token, sess: sess, hold: hold, ttlNow: req.TTL}
-	l.lost, l.lose = context.WithCancelCause(sess.ctx)
-	if hold != nil {
-		hctx := hold.k.ctx
-		l.stopHold = context.AfterFunc(hctx, func() { l.lose(context.Cause(hctx)) })
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.until = confirmed.Add(req.TTL)
 	l.validity.Store(int64(l.promise(started)))
-	l.timer = time.AfterFunc(time.Until(l.until), l.expire)
+	d.deadlines.Schedule(&l.expiry, l, l.until)
+	for _, k := range l.keepers() {
+		if err := k.register(l); err != nil {
+			l.end(err) // lost between the grant and now
+			break
+		}
+	}
 	return l
 }
 
@@ -106,16 +112,28 @@ func (l *lease) Token() uint64 { return l.token }
 // start of its latest confirmed keepalive plus its TTL).
 func (l *lease) Validity() time.Duration { return time.Duration(l.validity.Load()) }
 
-// Lost returns a context cancelled when the lease ends: with a reason
-// wrapping ErrSessionLost when its etcd lease was lost, errExpired's when it
-// was not extended in time, driver.ErrClosed when the Driver closed, and
-// after a release.
-func (l *lease) Lost() context.Context { return l.lost }
+// OnLoss calls f when the lease is lost: with a reason wrapping
+// ErrSessionLost when its etcd lease was lost, errExpired's when it was not
+// extended in time, errGone's when its key was found deleted or replaced,
+// driver.ErrClosed's when the Driver closed. At once, when it already was.
+func (l *lease) OnLoss(f func(reason error)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case !l.ended:
+		l.onLoss = f
+	case l.reason != errReleased:
+		f(l.reason)
+	}
+}
 
 // Uncertain returns why the lock's state is unknown right now: a keepalive
 // of its etcd lease failed, or the connection to etcd is down.
 func (l *lease) Uncertain() error {
-	if l.lost.Err() != nil {
+	l.mu.Lock()
+	ended := l.ended
+	l.mu.Unlock()
+	if ended {
 		return nil
 	}
 	if err := l.sess.uncertain(); err != nil {
@@ -127,20 +145,32 @@ func (l *lease) Uncertain() error {
 	return nil
 }
 
-// end marks the lease ended with reason. It reports false when it already
-// was. Callers hold l.mu.
+// end marks the lease ended with reason, and tells the core unless it was
+// released. It reports false when it already was. Callers hold l.mu.
 func (l *lease) end(reason error) bool {
 	if l.ended {
 		return false
 	}
-	l.ended = true
-	l.timer.Stop()
-	l.lose(reason)
+	l.ended, l.reason = true, reason
+	l.d.deadlines.Remove(&l.expiry)
+	for _, k := range l.keepers() {
+		k.forget(l)
+	}
+	if f := l.onLoss; f != nil {
+		l.onLoss = nil
+		f(reason)
+	}
 	if l.hold != nil {
-		l.stopHold()
 		l.d.unuseHold(l.hold.k)
 	}
 	return true
+}
+
+// lose ends the lease as lost, for reason: its etcd lease was.
+func (l *lease) lose(reason error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.end(reason)
 }
 
 // Extend confirms that the lock is still this lease's, with one read-only
@@ -177,9 +207,12 @@ func (l *lease) extendable() error {
 	if l.ended {
 		return driver.ErrNotHeld
 	}
-	if l.lost.Err() != nil {
-		l.end(context.Cause(l.lost))
-		return driver.ErrNotHeld
+	// Its keepers tell it of their loss, but maybe not yet.
+	for _, k := range l.keepers() {
+		if err := k.lost(); err != nil {
+			l.end(err)
+			return driver.ErrNotHeld
+		}
 	}
 	return nil
 }
@@ -227,7 +260,7 @@ func (l *lease) extended(ours bool, started time.Time, ttl time.Duration) error 
 		return driver.ErrNotHeld // the driver's deadline passed meanwhile
 	}
 	l.until, l.ttlNow = started.Add(ttl), ttl
-	l.timer.Reset(time.Until(l.until))
+	l.d.deadlines.Schedule(&l.expiry, l, l.until)
 	l.validity.Store(int64(l.promise(started)))
 	return nil
 }
@@ -264,9 +297,10 @@ func (l *lease) Release(ctx context.Context) error {
 		return err
 	}
 	l.mu.Lock()
-	if l.ended || !l.timer.Stop() {
-		// Ended, or the driver's deadline passed and its timer is deleting
-		// the key.
+	l.onLoss = nil // the core no longer listens
+	if l.ended || !l.d.deadlines.Remove(&l.expiry) {
+		// Ended, or the driver's deadline passed and the deadline queue is
+		// deleting the key.
 		l.mu.Unlock()
 		return driver.ErrNotHeld
 	}
@@ -278,7 +312,7 @@ func (l *lease) Release(ctx context.Context) error {
 	case err != nil:
 		// The key may still be there: the driver's deadline frees it.
 		if !l.ended {
-			l.timer.Reset(time.Until(l.until))
+			l.d.deadlines.Schedule(&l.expiry, l, l.until)
 		}
 		return l.d.opErr(ctx, err)
 	case !removed:
@@ -310,12 +344,18 @@ func removeContender(ctx context.Context, cli *clientv3.Client, key string, rev 
 	return resp.Succeeded, nil
 }
 
-// expire runs when the driver's own deadline passes without an Extend: the
-// lease is lost, and its key is deleted in the background, retried until it
-// is done or the session ends (which deletes it anyway).
+// expire runs when the driver's own deadline comes in the deadline queue:
+// unless an Extend moved it meanwhile, the lease is lost, and its key is
+// deleted in the background, retried until it is done or the session ends
+// (which deletes it anyway).
 func (l *lease) expire() {
 	l.mu.Lock()
-	if l.ended || time.Now().Before(l.until) {
+	if l.ended {
+		l.mu.Unlock()
+		return
+	}
+	if time.Now().Before(l.until) {
+		l.d.deadlines.Schedule(&l.expiry, l, l.until)
 		l.mu.Unlock()
 		return
 	}

@@ -19,7 +19,7 @@ import (
 // lease, or the shared lease of a reentrant hold. The lease ends when etcd
 // says it no longer exists, or when no keepalive was confirmed for its whole
 // TTL, after which etcd may have let it expire. Held leases report it
-// through their Lost context, and Acquire returns it (not ErrLocked) when it
+// through driver.LossNotifier, and Acquire returns it (not ErrLocked) when it
 // happens while waiting.
 var ErrSessionLost = errors.New("etcd: session lease lost")
 
@@ -28,8 +28,8 @@ var ErrSessionLost = errors.New("etcd: session lease lost")
 // confirmed keepalive plus the TTL it confirmed. A keeper runs one goroutine,
 // which sends a keepalive every TTL/3 and more often while they fail, and
 // declares the lease lost (ctx is cancelled with the reason) when etcd says
-// it is gone or when that time passes unconfirmed. Locks under the lease
-// derive their Lost contexts from ctx.
+// it is gone or when that time passes unconfirmed. Then it tells every lock
+// held under the lease (registered with register).
 type keeper struct {
 	d   *Driver
 	id  clientv3.LeaseID
@@ -51,6 +51,11 @@ type keeper struct {
 	timer     *time.Timer // fires at expiry
 
 	users int // for reentrant holds: this Driver's leases under it; under d.mu
+
+	// The locks held under the lease, told of its loss; nil once told.
+	// Under mu.
+	leases map[*lease]struct{}
+	told   bool
 }
 
 // keepalive is one KeepAliveOnce call, shared by everyone who needs a
@@ -64,8 +69,9 @@ type keepalive struct {
 // newKeeper starts keeping the lease id, granted or confirmed with ttl by a
 // call that started at sent; false after Close.
 func (d *Driver) newKeeper(id clientv3.LeaseID, ttl time.Duration, sent time.Time, revokeOnLoss bool) (*keeper, bool) {
-	k := &keeper{d: d, id: id, ttl: ttl, revokeOnLoss: revokeOnLoss}
+	k := &keeper{d: d, id: id, ttl: ttl, revokeOnLoss: revokeOnLoss, leases: map[*lease]struct{}{}}
 	k.ctx, k.lose = context.WithCancelCause(d.ctx)
+	context.AfterFunc(k.ctx, k.tell)
 	k.expiry, k.confirmed = sent.Add(ttl), sent
 	k.mu.Lock()
 	k.timer = time.AfterFunc(time.Until(k.expiry), k.expire)
@@ -84,6 +90,38 @@ func (k *keeper) lost() error {
 		return nil
 	}
 	return context.Cause(k.ctx)
+}
+
+// register adds l to the locks told when the lease is lost. It returns the
+// reason instead when the lease is already lost.
+func (k *keeper) register(l *lease) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.told {
+		return context.Cause(k.ctx)
+	}
+	k.leases[l] = struct{}{}
+	return nil
+}
+
+// forget removes l, ended, from the locks told when the lease is lost.
+func (k *keeper) forget(l *lease) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.leases, l)
+}
+
+// tell runs once, when ctx ends: it tells every lock held under the lease
+// that it is lost, with ctx's cause.
+func (k *keeper) tell() {
+	k.mu.Lock()
+	leases := k.leases
+	k.leases, k.told = nil, true
+	k.mu.Unlock()
+	reason := context.Cause(k.ctx)
+	for l := range leases {
+		l.lose(reason)
+	}
 }
 
 // until returns the time before which etcd keeps the lease.
