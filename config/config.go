@@ -53,6 +53,7 @@ type Error struct {
 	Problem string
 }
 
+// Error says where the problem is (source, line, field) and what it is.
 func (e *Error) Error() string {
 	where := e.Source
 	if e.Line > 0 {
