@@ -19,7 +19,7 @@ type lease struct {
 	m        *mutex
 	d        driver.Lease
 	acquired time.Time
-	done     chan struct{}
+	done     chan struct{} // made by Done; under mu
 
 	// The small fields together, where they pack into one word: a Client
 	// may hold thousands of leases.
@@ -52,7 +52,6 @@ func newLease(m *mutex, d driver.Lease, started time.Time, mode driver.Mode) *le
 		d:         d,
 		mode:      mode,
 		acquired:  time.Now(),
-		done:      make(chan struct{}),
 		deadline:  m.validUntil(started, d.Validity()),
 		heapIndex: -1,
 	}
@@ -95,9 +94,30 @@ func (l *lease) start() {
 // timeout), so that two renewals can fail before the deadline.
 func (l *lease) renewInterval() time.Duration { return min(l.m.cfg.ttl, l.d.Validity()) / 3 }
 
-func (l *lease) Key() string           { return l.m.key }
-func (l *lease) Token() uint64         { return l.d.Token() }
-func (l *lease) Done() <-chan struct{} { return l.done }
+func (l *lease) Key() string   { return l.m.key }
+func (l *lease) Token() uint64 { return l.d.Token() }
+
+// Done makes its channel when first asked: as context's Done does, for the
+// same reason (many leases are never selected on, and a channel is a third
+// of a lease's memory).
+func (l *lease) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		if l.err != nil {
+			return closedDone
+		}
+		l.done = make(chan struct{})
+	}
+	return l.done
+}
+
+// closedDone is the Done channel of a lease that ended before anyone asked.
+var closedDone = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 func (l *lease) Deadline() time.Time {
 	l.mu.Lock()
@@ -144,7 +164,9 @@ func (l *lease) finish(err error, lossReason string) bool {
 	if l.stopWatch != nil {
 		l.stopWatch()
 	}
-	close(l.done)
+	if l.done != nil {
+		close(l.done)
+	}
 	l.m.c.untrack(l)
 	return true
 }

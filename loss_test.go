@@ -98,3 +98,43 @@ func TestDeadlinesWithoutRenewal(t *testing.T) {
 		t.Errorf("extended lease: ended %v before its deadline %v (first %v)", early, l.Deadline(), first)
 	}
 }
+
+// Done is made when first asked for: asked before the end, it closes then;
+// asked only after, it is closed already. Either way it is one channel.
+func TestDoneBeforeAndAfterTheEnd(t *testing.T) {
+	c := newClient(t, memory.NewBackend())
+	ma, _ := c.Mutex("a")
+	mb, _ := c.Mutex("b")
+	la, err := ma.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := mb.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := la.Done()
+	if before != la.Done() {
+		t.Fatal("Done returned two channels")
+	}
+	select {
+	case <-before:
+		t.Fatal("Done closed while held")
+	default:
+	}
+	for _, l := range []dlock.Lease{la, lb} {
+		if err := l.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, done := range map[string]<-chan struct{}{"asked before": before, "asked after": lb.Done()} {
+		select {
+		case <-done:
+		default:
+			t.Errorf("Done %s the end is not closed", name)
+		}
+	}
+	if la.Done() != before {
+		t.Error("Done changed at the end")
+	}
+}
