@@ -155,7 +155,6 @@ func (a *attempt) grant(sent time.Time) *lease {
 	m := a.mine
 	a.mine = nil
 	return a.d.newLease(&lease{
-		dir:   a.dir,
 		path:  m.path,
 		id:    a.req.ID,
 		owned: a.req.Owner != "",
@@ -474,7 +473,7 @@ func (a *attempt) join(ctx context.Context, h node) (*lease, error) {
 		if slices.Contains(ids, a.req.ID) && entryExists {
 			// Joined (by an earlier attempt whose reply was lost, if not
 			// this one).
-			l := &lease{dir: a.dir, path: anchor, id: a.req.ID, entry: entry, owned: true,
+			l := &lease{path: anchor, id: a.req.ID, entry: entry, owned: true,
 				sid: entryStat.EphemeralOwner, token: uint64(stat.Czxid)}
 			return d.newLease(l, a.started, a.validity(sent)), nil
 		}

@@ -136,7 +136,16 @@ func extendBatch(t *testing.T, d *Driver, w *wire, leases []driver.Lease) ([]err
 }
 
 // lost reports whether l's loss has been reported.
-func lost(l driver.Lease) bool { return l.(*lease).Lost().Err() != nil }
+func lost(l driver.Lease) bool { return lostContext(l).Err() != nil }
+
+// lostContext returns a context cancelled when l reports its loss, with the
+// reason as its cause, as the core listens (driver.LossNotifier): at once
+// when l was lost already.
+func lostContext(l driver.Lease) context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l.(driver.LossNotifier).OnLoss(func(reason error) { cancel(reason) })
+	return ctx
+}
 
 // TestExtendBatchMany: a batch larger than one multi is confirmed in one
 // multi per batchOps checks, every lease of it.

@@ -33,7 +33,7 @@
 //     client (see below);
 //   - batched renewal (driver.BatchExtender): many leases confirmed in one
 //     multi (see "Sessions and TTLs");
-//   - fencing tokens; loss reports (driver.LossReporter) when the session
+//   - fencing tokens; loss reports (driver.LossNotifier) when the session
 //     ends, and uncertainty reports (driver.UncertaintyReporter) while the
 //     client is disconnected; the backend's TTL and key rules
 //     (driver.Validator).

@@ -11,11 +11,12 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/deadline"
 )
 
 // Driver is a dlock driver over one ZooKeeper session. It implements
 // driver.Driver, driver.Blocker, driver.Featurer, driver.Validator and
-// driver.BatchExtender, and its leases driver.LossReporter and
+// driver.BatchExtender, and its leases driver.LossNotifier and
 // driver.UncertaintyReporter. Make it with [Dial], with [New] over a
 // connection the caller owns, or through dlock.Open with a "zk://" URL. It is safe for concurrent use.
 type Driver struct {
@@ -37,9 +38,12 @@ type Driver struct {
 	mu        sync.Mutex
 	sid       int64 // the session last seen; 0 before the first, or after an expiry
 	connected bool
-	changed   chan struct{} // closed and replaced when connected changes
-	leases    map[*lease]struct{}
+	changed   chan struct{}       // closed and replaced when connected changes
+	leases    map[*lease]struct{} // held; told when the session ends
 	jobs      []job
+
+	// lapses holds every held lease's validity deadline (see lease.expire).
+	lapses *deadline.Queue[*lease]
 
 	stats stats
 }
@@ -59,6 +63,7 @@ type stats struct {
 
 func newDriver(o options, owned bool) *Driver {
 	return &Driver{
+		lapses:  deadline.NewQueue((*lease).expire),
 		owned:   owned,
 		base:    o.base,
 		acl:     o.acl,

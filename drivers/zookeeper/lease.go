@@ -6,40 +6,50 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/deadline"
 )
 
 // lease is one hold of a lock: the Driver's own queue node, or (for a
 // reentrant request that joined a holder of the same owner) an entry in
 // another request's queue node, its anchor.
+//
+// A held lease costs no timer and no context: its validity lapses in the
+// Driver's queue of deadlines, and the Driver's set of leases is what it
+// tells when the session ends.
 type lease struct {
 	d     *Driver
-	dir   string // the lock's directory
-	path  string // the queue node that holds the lock
+	path  string // the queue node that holds the lock, in the lock's directory
 	id    string // the request ID
 	entry string // our entry node, when we joined another request's node
-	owned bool   // path is a reentrant (owner) node, released entry by entry
 	sid   int64  // the session whose ephemeral node (path or entry) we rest on
 	token uint64
+	owned bool // path is a reentrant (owner) node, released entry by entry
 
-	lost   context.Context
-	cancel context.CancelCauseFunc
-
-	mu       sync.Mutex
-	validity time.Duration
-	lapse    *time.Timer
+	// Under mu (the flags first, packed with owned).
 	ended    bool // lost, lapsed or released: no longer ours to extend
 	released bool // Release was called
+	mu       sync.Mutex
+	validity time.Duration
+	until    time.Time              // the start of the last confirmation + validity
+	lapse    deadline.Entry[*lease] // in the Driver's lapse queue, at until
+	reason   error                  // why it was lost, once it was
+	onLoss   func(error)            // the core's (OnLoss); nil once told, and after Release
 }
+
+// dir returns the lock's directory, the parent of its queue node: derived,
+// not kept, as a held lock should cost little memory.
+func (l *lease) dir() string { return l.path[:strings.LastIndexByte(l.path, '/')] }
 
 var (
 	_ driver.Lease               = (*lease)(nil)
-	_ driver.LossReporter        = (*lease)(nil)
+	_ driver.LossNotifier        = (*lease)(nil)
 	_ driver.UncertaintyReporter = (*lease)(nil)
 )
 
@@ -47,9 +57,10 @@ var (
 // it with the Driver, which reports its loss when the session ends.
 func (d *Driver) newLease(l *lease, started time.Time, validity time.Duration) *lease {
 	l.d = d
-	l.lost, l.cancel = context.WithCancelCause(context.Background())
-	l.validity = validity
-	l.lapse = time.AfterFunc(time.Until(started.Add(validity)), l.expire)
+	l.mu.Lock()
+	l.validity, l.until = validity, started.Add(validity)
+	d.lapses.Schedule(&l.lapse, l, l.until)
+	l.mu.Unlock()
 	// The monitor may not have seen the session this lease rests on yet.
 	d.observe()
 	d.mu.Lock()
@@ -79,9 +90,34 @@ func (l *lease) Validity() time.Duration {
 	return l.validity
 }
 
-// Lost is cancelled when the session ends, when the Driver is closed, and
-// when the lease goes unconfirmed past its validity.
-func (l *lease) Lost() context.Context { return l.lost }
+// OnLoss calls f when the session ends, when the Driver is closed, when the
+// lease goes unconfirmed past its validity, and when an Extend finds its
+// node gone: at once, when one of these already happened.
+func (l *lease) OnLoss(f func(reason error)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.released:
+	case l.reason != nil:
+		f(l.reason)
+	case !l.ended:
+		l.onLoss = f
+	}
+}
+
+// lost marks l ended, lost for reason, and returns the core's callback to
+// call with it (nil when there is none, or l had already ended). Callers
+// hold l.mu.
+func (l *lease) lost(reason error) func(error) {
+	if l.ended {
+		return nil
+	}
+	l.ended, l.reason = true, reason
+	l.d.lapses.Remove(&l.lapse)
+	f := l.onLoss
+	l.onLoss = nil
+	return f
+}
 
 // Uncertain reports ErrDisconnected while the client is cut off from the
 // ensemble, and the session's end once the client has learnt of it.
@@ -172,8 +208,8 @@ func (l *lease) checked(err error, started time.Time, ttl time.Duration) error {
 	if l.ended {
 		return driver.ErrNotHeld
 	}
-	l.validity = validity
-	l.lapse.Reset(time.Until(started.Add(validity)))
+	l.validity, l.until = validity, started.Add(validity)
+	l.d.lapses.Schedule(&l.lapse, l, l.until)
 	return nil
 }
 
@@ -193,10 +229,10 @@ func (l *lease) Release(ctx context.Context) error {
 		return driver.ErrNotHeld
 	}
 	l.released, l.ended = true, true
-	l.lapse.Stop()
+	l.onLoss = nil // the core no longer listens
+	d.lapses.Remove(&l.lapse)
 	l.mu.Unlock()
 	d.forget(l)
-	l.cancel(driver.ErrNotHeld)
 	if err := ctx.Err(); err != nil {
 		d.enqueue(job{lease: l, sid: l.sid})
 		return err
@@ -213,34 +249,44 @@ func (l *lease) Release(ctx context.Context) error {
 	return err
 }
 
-// expire runs when the validity passes unconfirmed: the lease is lost, and
-// the Driver removes its node, as a TTL would on a lease backend, so that the
-// lock frees within the TTL although the session lives on.
+// expire runs when the lease's deadline comes in the lapse queue: unless a
+// confirmation moved it meanwhile, the validity passed unconfirmed, so the
+// lease is lost, and the Driver removes its node, as a TTL would on a lease
+// backend, so that the lock frees within the TTL although the session lives
+// on.
 func (l *lease) expire() {
 	l.mu.Lock()
-	if l.ended {
+	if !l.ended && time.Now().Before(l.until) {
+		l.d.lapses.Schedule(&l.lapse, l, l.until)
 		l.mu.Unlock()
 		return
 	}
-	l.ended = true
+	ended := l.ended
+	f := l.lost(errLapsed)
 	l.mu.Unlock()
+	if ended {
+		return
+	}
 	l.d.forget(l)
-	l.cancel(errLapsed)
+	if f != nil {
+		f(errLapsed)
+	}
 	l.d.enqueue(job{lease: l, sid: l.sid})
 }
 
 // lose ends the lease as lost, for reason.
 func (l *lease) lose(reason error) {
 	l.mu.Lock()
-	if l.ended {
-		l.mu.Unlock()
+	ended := l.ended
+	f := l.lost(reason)
+	l.mu.Unlock()
+	if ended {
 		return
 	}
-	l.ended = true
-	l.lapse.Stop()
-	l.mu.Unlock()
 	l.d.forget(l)
-	l.cancel(reason)
+	if f != nil {
+		f(reason)
+	}
 }
 
 // remove takes the lease's hold off the server, owner-checked. It returns
@@ -298,7 +344,7 @@ func (l *lease) removeEntry(ctx context.Context) error {
 		var stat *zk.Stat
 		var children []string
 		getErr := d.start(func() (err error) { data, stat, err = d.conn.Get(l.path); return err })
-		listErr := d.start(func() (err error) { children, _, err = d.conn.Children(l.dir); return err })
+		listErr := d.start(func() (err error) { children, _, err = d.conn.Children(l.dir()); return err })
 		err1, err2 := d.await(ctx, getErr), d.await(ctx, listErr)
 		if errors.Is(err1, zk.ErrNoNode) {
 			return driver.ErrNotHeld

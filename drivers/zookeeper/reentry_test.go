@@ -65,9 +65,10 @@ func TestReentryDeadEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lost := lostContext(lb)
 	_ = db.Close() // the second client dies: its entry node goes with its session
 	select {
-	case <-lb.(*lease).Lost().Done():
+	case <-lost.Done():
 	default:
 		t.Error("the closed client's entry was not reported lost")
 	}
@@ -125,7 +126,7 @@ func TestCallerConnClose(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := context.Cause(l.(*lease).Lost()); !errors.Is(err, ErrSessionClosed) {
+	if err := context.Cause(lostContext(l)); !errors.Is(err, ErrSessionClosed) {
 		t.Errorf("lease after Close: %v, want ErrSessionClosed", err)
 	}
 	if names := children(t, conn, base, key); len(names) != 0 {
