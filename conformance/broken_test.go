@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -275,4 +276,47 @@ func transferKeepingToken(_ *memory.Backend, d *plainDriver, _ int64) driver.Dri
 		}
 		return &localToken{l.(*plainLease), from.Token()}, nil
 	}}
+}
+
+// A lease that reports its own release as a loss: a LossNotifier made from
+// a per-lease context that the driver ends on release, as the context form
+// (driver.LossReporter) may. The core has let the lease go by then; a
+// driver that keeps telling it holds on to every released lease's callback.
+func lossAfterRelease(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	d.lease = func(l *plainLease) driver.Lease { return &notifyingLease{plainLease: l, reportRelease: true} }
+	return d
+}
+
+// unbrokenLossReports is the control for lossAfterRelease.
+func unbrokenLossReports(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	d.lease = func(l *plainLease) driver.Lease { return &notifyingLease{plainLease: l} }
+	return d
+}
+
+// notifyingLease adds driver.LossNotifier to a plainLease. It has no loss
+// of its own to report; broken, it reports its release.
+type notifyingLease struct {
+	*plainLease
+	reportRelease bool
+
+	mu     sync.Mutex
+	onLoss func(error)
+}
+
+func (l *notifyingLease) OnLoss(f func(reason error)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onLoss = f
+}
+
+func (l *notifyingLease) Release(ctx context.Context) error {
+	err := l.plainLease.Release(ctx)
+	l.mu.Lock()
+	f := l.onLoss
+	l.onLoss = nil
+	l.mu.Unlock()
+	if l.reportRelease && f != nil {
+		f(errors.New("released"))
+	}
+	return err
 }

@@ -46,6 +46,8 @@ var cases = []testCase{
 		rule: "when the lock is deleted behind the holder's back, the lost signal fires within a TTL and Err wraps ErrLockLost"},
 	{name: "LostSignalOnOverwrite", ttls: 6, run: testLostOnOverwrite,
 		rule: "when the lock is taken over behind the holder's back, the lost signal fires within a TTL, and the old holder's Unlock leaves the new owner's lock alone"},
+	{name: "LossReports", ttls: 4, run: testLossReports,
+		rule: "a lease's own loss report (driver.LossNotifier or LossReporter) comes at most once and gives a reason, and a LossNotifier lease reports nothing once released, not even when its driver closes"},
 	{name: "RenewalFailureIsolated", ttls: 8, run: testRenewalFailureIsolated,
 		rule: "renewals are batched per client, and a failed renewal reaches exactly the leases it concerns: one tampered lock among 20 is lost, the other 19 stay held"},
 	{name: "RenewalBlocked", ttls: 8, run: testRenewalBlocked,

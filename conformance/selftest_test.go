@@ -30,6 +30,7 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 		{"8 one read field for all readers", singleReadField, unbrokenShared, []string{"ReadersShare"}},
 		{"9 validity not reduced by elapsed time", validityFromReply, unbroken, []string{"SlowAcquireReply"}},
 		{"handoff without owner check", transferWithoutOwnerCheck, unbrokenTransfer, []string{"Transfer"}},
+		{"loss reported after release", lossAfterRelease, unbrokenLossReports, []string{"LossReports"}},
 		{"handoff keeping the fencing token", transferKeepingToken, unbrokenTransfer, []string{"Transfer", "WaitersServedInOrder"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -91,10 +91,11 @@ type Validator interface {
 // The core calls OnLoss once, right after the grant and before any Extend or
 // Release (or not at all, when Close ends the lease first). The lease then
 // calls f at most once, when it learns that the lock is lost, with the
-// reason: at once, from OnLoss, when it already knows. It may call f from
+// reason (a non-nil error): at once, from OnLoss, when it already knows. It may call f from
 // any goroutine and while holding its own locks: f returns at once and calls
-// nothing of the driver's. After Release has been called the lease need not
-// call f, and should forget it.
+// nothing of the driver's. Once Release has returned it never calls f (the
+// core has let the lease go), and forgets it. The conformance suite's
+// LossReports case checks this much on the driver directly.
 //
 // Fallback: a lease without it may implement LossReporter; without either,
 // the core learns of a loss from the next Extend, or from the validity

@@ -141,7 +141,7 @@ func (c *client) newLease(req driver.Request, h *holder) driver.Lease {
 		rl := &reportingLease{lease: base}
 		var cancel context.CancelCauseFunc
 		rl.lost, cancel = context.WithCancelCause(context.Background())
-		rl.onLoss = func(reason error) { cancel(reason) }
+		rl.onLoss = cancel
 		dl, l = rl, &rl.lease
 	default:
 		nl := &notifyingLease{lease: base}
