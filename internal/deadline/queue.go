@@ -27,6 +27,7 @@ type Queue[T any] struct {
 	mu    sync.Mutex
 	heap  entries[T]
 	timer *time.Timer
+	armed time.Time // when the timer fires; zero while stopped
 }
 
 // Entry is an item's place in a Queue. The item keeps it (a field of its
@@ -86,9 +87,15 @@ func (q *Queue[T]) arm() {
 		if q.timer != nil {
 			q.timer.Stop()
 		}
+		q.armed = time.Time{}
 		return
 	}
-	wait := time.Until(q.heap[0].at)
+	at := q.heap[0].at
+	if at.Equal(q.armed) {
+		return // most changes move entries behind the earliest
+	}
+	q.armed = at
+	wait := time.Until(at)
 	if q.timer == nil {
 		q.timer = time.AfterFunc(wait, q.fire)
 	} else {
@@ -102,6 +109,7 @@ func (q *Queue[T]) fire() {
 	now := time.Now()
 	var items []T
 	q.mu.Lock()
+	q.armed = time.Time{} // fired
 	for len(q.heap) > 0 && !q.heap[0].at.After(now) {
 		e := heap.Pop(&q.heap).(*Entry[T])
 		items = append(items, e.item)
