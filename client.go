@@ -18,8 +18,11 @@ type Client struct {
 	features driver.Features
 	notifier driver.Notifier
 	blocker  driver.Blocker
-	// transferer hands locks to waiters of this Client directly (handoff.go).
+	// transferer hands locks to waiters of this Client directly, and
+	// tokenBlock (when above 1) lets the core do so without asking the
+	// backend (handoff.go).
 	transferer driver.Transferer
+	tokenBlock uint64
 
 	// closing is cancelled by Close; every wait watches it.
 	closing     context.Context
@@ -57,6 +60,9 @@ func New(d driver.Driver, opts ...Option) (*Client, error) {
 	c.blocker, _ = d.(driver.Blocker)
 	if c.blocker == nil { // a head waiting inside the backend cannot take a handover
 		c.transferer, _ = d.(driver.Transferer)
+		if tb, ok := d.(driver.TokenBlocker); ok && tb.TokenBlock() > 1 {
+			c.tokenBlock = tb.TokenBlock()
+		}
 	}
 	c.renewer.c = c
 	c.tel = newTelemetry(defaults)

@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
@@ -24,6 +25,14 @@ import (
 // claimed leaves the outcome to the unlocking side, which gives back a
 // grant nobody will use.
 //
+// When the driver reserves a block of fencing tokens with each grant
+// (driver.TokenBlocker), the handoff costs no round trip at all: the
+// backend's hold stays as it is, and the waiter gets a lease of its own over
+// it, with the next token of the block, the same deadline and the same
+// renewal schedule. Only a block used up sends the handoff to the backend
+// (Transfer) or back to a release. The waiter must ask for the lock as the
+// holder has it (the same TTL, renewed), or the handoff goes to the backend.
+//
 // Fairness: after maxTransfers consecutive handoffs inside one Client, the
 // next Unlock releases the lock without waking its own waiters first, so
 // that waiters of other Clients get it (the next in the backend's queue of
@@ -43,6 +52,7 @@ const (
 // candidate is a queue head offering to take the lock by transfer.
 type candidate struct {
 	req    driver.Request
+	renew  bool // the waiter's Mutex renews its leases
 	state  int
 	result chan handoff // buffered: deliver never blocks
 }
@@ -52,12 +62,59 @@ type handoff struct {
 	dl      driver.Lease // the lock, when transferred
 	started time.Time    // when the transfer began: the grant's validity counts from it
 	retryID string       // the outcome is unknown: try again with this request ID
+	local   *inheritance // set when handed over without the backend
+}
+
+// inheritance is what a lease handed over without the backend takes from
+// the lease it follows: the backend's hold is the same.
+type inheritance struct {
+	offset   uint32    // of the token in the grant's block
+	deadline time.Time // the hold's
+	renewAt  time.Time // when the hold is due for renewal
+	loss     *lossRoute
+}
+
+// lossRoute sends a driver lease's loss report (driver.LossNotifier, which
+// is registered once per grant) to whichever lease of the Client holds it
+// now: leases handed over without the backend share the driver lease. A
+// report that arrives while the hold is between two leases is kept for the
+// next one.
+type lossRoute struct {
+	mu     sync.Mutex
+	l      *lease
+	reason error // the report, once it came
+}
+
+// lost is the callback given to the driver lease. The driver may call it
+// under its own locks, which its Lease methods take, and l.mu is held
+// around some of those calls: losing the lease is left to a goroutine.
+func (r *lossRoute) lost(reason error) {
+	go func() {
+		r.mu.Lock()
+		r.reason = reason
+		l := r.l
+		r.mu.Unlock()
+		l.lose(reason, "backend")
+	}()
+}
+
+// to makes l the lease that loss reports go to, telling it at once of one
+// that already came. Called from l.start, under l.mu.
+func (r *lossRoute) to(l *lease) {
+	r.mu.Lock()
+	r.l = l
+	reason := r.reason
+	r.mu.Unlock()
+	if reason != nil {
+		go l.lose(reason, "backend")
+	}
 }
 
 // transferable reports whether leases and waiters of m in mode may be
-// handed over: exclusive, non-reentrant holds of a Transferer's locks.
+// handed over: exclusive, non-reentrant holds of a driver that can transfer
+// or reserves blocks of tokens.
 func (m *mutex) transferable(mode driver.Mode) bool {
-	return m.c.transferer != nil && mode == driver.Exclusive && m.cfg.owner == ""
+	return (m.c.transferer != nil || m.c.tokenBlock > 1) && mode == driver.Exclusive && m.cfg.owner == ""
 }
 
 // offerLocked makes a new offer for w, the head of q, when its lock can be
@@ -72,7 +129,7 @@ func (c *Client) offerLocked(q *waitQueue, w *waiter) {
 	}
 	req := *w.req
 	req.ID = id
-	w.cand = &candidate{req: req, result: make(chan handoff, 1)}
+	w.cand = &candidate{req: req, renew: w.renew, result: make(chan handoff, 1)}
 	q.cand = w.cand
 }
 
@@ -206,6 +263,16 @@ func (l *lease) transfer(ctx context.Context) (done bool, yield bool, err error)
 	if cand == nil {
 		return false, yield, nil
 	}
+	if h, ok := l.handOver(cand); ok {
+		c.deliver(ctx, cand, h)
+		return true, false, nil
+	}
+	if c.transferer == nil {
+		// The block is used up and the backend cannot transfer: the
+		// caller releases, and its release wakes the candidate.
+		c.deliver(ctx, cand, handoff{})
+		return false, false, nil
+	}
 	started := time.Now()
 	dl, err := c.transferer.Transfer(ctx, l.d, cand.req)
 	switch {
@@ -224,4 +291,18 @@ func (l *lease) transfer(ctx context.Context) (done bool, yield bool, err error)
 		c.deliver(ctx, cand, handoff{retryID: cand.req.ID})
 		return true, false, err
 	}
+}
+
+// handOver hands l's hold to cand without the backend, when l's grant
+// reserved tokens left for it and cand asks for the lock as l holds it.
+// l has finished (Unlock), so its deadline and renewal are no longer
+// changed by anyone.
+func (l *lease) handOver(cand *candidate) (handoff, bool) {
+	if uint64(l.offset)+1 >= l.m.c.tokenBlock || cand.req.TTL != l.m.cfg.ttl || cand.renew != l.m.cfg.renew {
+		return handoff{}, false
+	}
+	l.mu.Lock()
+	in := &inheritance{offset: l.offset + 1, deadline: l.deadline, renewAt: l.renewAt, loss: l.loss}
+	l.mu.Unlock()
+	return handoff{dl: l.d, started: time.Now(), local: in}, true
 }

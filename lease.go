@@ -24,6 +24,7 @@ type lease struct {
 	// The small fields together, where they pack into one word: a Client
 	// may hold thousands of leases.
 	mode     driver.Mode
+	offset   uint32      // of Token in its grant's block of tokens: leases handed over without the backend count up (handoff.go)
 	unlocked bool        // Unlock has been called; under mu
 	started  bool        // start armed it; telemetry counts it as held; under mu
 	ended    atomic.Bool // set before the renewer is told to forget the lease
@@ -34,6 +35,7 @@ type lease struct {
 	lastErr   error                  // the latest failed renewal, reported if the deadline passes
 	expiry    deadline.Entry[*lease] // in the renewer's expiry queue, at deadline
 	stopWatch func() bool            // stops watching a LossReporter
+	loss      *lossRoute             // where a LossNotifier's report goes, when the hold may be handed over
 
 	// Owned by the Client's renewer, under its lock.
 	renewAt   time.Time
@@ -75,14 +77,26 @@ func (l *lease) start() {
 	l.m.c.tel.held.Add(context.Background(), 1, l.m.c.tel.modeAttrs[l.mode])
 	l.m.c.renewer.expiries().Schedule(&l.expiry, l, l.deadline)
 	if l.m.cfg.renew {
-		l.m.c.renewer.schedule(l, time.Now().Add(l.renewInterval()))
+		at := l.renewAt // inherited from the lease it was handed over by, if any
+		if at.IsZero() {
+			at = time.Now().Add(l.renewInterval())
+		}
+		l.m.c.renewer.schedule(l, at)
 	}
 	switch d := l.d.(type) {
 	case driver.LossNotifier:
-		// The driver may call back under its own locks, which its Lease
-		// methods take, and l.mu is held around some of those calls:
-		// losing the lease is left to a goroutine of its own.
-		d.OnLoss(func(reason error) { go l.lose(reason, "backend") })
+		switch {
+		case l.loss != nil: // handed over: the driver reports to the route
+			l.loss.to(l)
+		case l.m.transferable(l.mode) && l.m.c.tokenBlock > 1:
+			l.loss = &lossRoute{l: l}
+			d.OnLoss(l.loss.lost)
+		default:
+			// The driver may call back under its own locks, which its
+			// Lease methods take, and l.mu is held around some of those
+			// calls: losing the lease is left to a goroutine of its own.
+			d.OnLoss(func(reason error) { go l.lose(reason, "backend") })
+		}
 	case driver.LossReporter:
 		lost := d.Lost()
 		l.stopWatch = context.AfterFunc(lost, func() { l.lose(context.Cause(lost), "backend") })
@@ -95,7 +109,7 @@ func (l *lease) start() {
 func (l *lease) renewInterval() time.Duration { return min(l.m.cfg.ttl, l.d.Validity()) / 3 }
 
 func (l *lease) Key() string   { return l.m.key }
-func (l *lease) Token() uint64 { return l.d.Token() }
+func (l *lease) Token() uint64 { return l.d.Token() + uint64(l.offset) }
 
 // Done makes its channel when first asked: as context's Done does, for the
 // same reason (many leases are never selected on, and a channel is a third

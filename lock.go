@@ -103,6 +103,11 @@ type Lease interface {
 	// data (each driver states its scope). Pass it to the resources the lock
 	// protects, and have them reject tokens lower than one they have seen.
 	// Zero when the backend cannot issue fencing tokens.
+	//
+	// A lease handed over inside the Client without asking the backend (see
+	// driver.TokenBlocker) has the next token of the block its backend grant
+	// reserved, so the backend reports the grant's first token (Inspect)
+	// while the lease's is greater by the number of handoffs since.
 	Token() uint64
 
 	// Deadline returns the validity deadline: the lease is not to be trusted

@@ -93,7 +93,7 @@ func (m *mutex) attempts(ctx context.Context, mode driver.Mode, wait bool) (*lea
 		r := m.request(mode, "") // each offer gets its own ID
 		req = &r
 	}
-	q, w := m.c.enqueue(m.key, mode, m.cfg.owner, req)
+	q, w := m.c.enqueue(m.key, mode, m.cfg.owner, req, m.cfg.renew)
 	m.c.tel.waiters.Add(ctx, 1, m.c.tel.modeAttrs[mode])
 	var l *lease
 	defer func() {
@@ -169,7 +169,7 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 		case err != nil:
 			return nil, err
 		case h.dl != nil:
-			l, err := m.granted(ctx, h.dl, h.started, mode)
+			l, err := m.handedOver(ctx, h, mode)
 			if err == nil {
 				return l, nil
 			} else if !errors.Is(err, errExpiredOnArrival) {
@@ -266,10 +266,29 @@ func (m *mutex) request(mode driver.Mode, id string) driver.Request {
 	return driver.Request{Key: m.key, ID: id, TTL: m.cfg.ttl, Mode: mode, Owner: m.cfg.owner}
 }
 
+// handedOver turns a lock handed over by another lease of the Client into
+// a lease: a transfer's grant, or the other lease's hold itself, with the
+// next token of its block (handoff.go).
+func (m *mutex) handedOver(ctx context.Context, h handoff, mode driver.Mode) (*lease, error) {
+	if h.local == nil {
+		return m.granted(ctx, h.dl, h.started, mode)
+	}
+	l := newLease(m, h.dl, h.started, mode)
+	l.deadline, l.renewAt = h.local.deadline, h.local.renewAt
+	l.offset, l.loss = h.local.offset, h.local.loss
+	return m.checkArrival(ctx, l)
+}
+
 // granted turns a grant obtained by a call that started at started into a
 // lease, refusing (and giving back) a grant whose validity is already over.
 func (m *mutex) granted(ctx context.Context, dl driver.Lease, started time.Time, mode driver.Mode) (*lease, error) {
-	l := newLease(m, dl, started, mode)
+	return m.checkArrival(ctx, newLease(m, dl, started, mode))
+}
+
+// checkArrival returns l, or gives its lock back when its validity is
+// already over.
+func (m *mutex) checkArrival(ctx context.Context, l *lease) (*lease, error) {
+	dl := l.d
 	if !time.Now().Before(l.Deadline()) {
 		cleanup, cancel := cleanupContext(ctx, m.cfg.ttl)
 		defer cancel()

@@ -44,8 +44,9 @@ type waiter struct {
 	turn chan struct{} // closed when the waiter becomes the head
 	// req is the waiter's request, when its lock can be handed over to it
 	// (handoff.go), and cand its current offer, under Client.qmu.
-	req  *driver.Request
-	cand *candidate
+	req   *driver.Request
+	cand  *candidate
+	renew bool // the waiter's Mutex renews its leases
 }
 
 // queueID names a waitQueue, and the subscription it leaves behind.
@@ -58,7 +59,7 @@ type queueID struct {
 // enqueue puts a waiter at the end of its queue; it is the head at once when
 // the queue was empty. req is set when the lock can be handed over to it. A
 // new queue adopts the subscription the previous one left behind.
-func (c *Client) enqueue(key string, mode driver.Mode, owner string, req *driver.Request) (*waitQueue, *waiter) {
+func (c *Client) enqueue(key string, mode driver.Mode, owner string, req *driver.Request, renew bool) (*waitQueue, *waiter) {
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
 	i := slices.IndexFunc(c.queues[key], func(q *waitQueue) bool { return q.mode == mode && q.owner == owner })
@@ -71,7 +72,7 @@ func (c *Client) enqueue(key string, mode driver.Mode, owner string, req *driver
 		delete(c.idle, id)
 		c.queues[key] = append(c.queues[key], q)
 	}
-	w := &waiter{turn: make(chan struct{}), req: req}
+	w := &waiter{turn: make(chan struct{}), req: req, renew: renew}
 	q.waiters = append(q.waiters, w)
 	if len(q.waiters) == 1 {
 		close(w.turn)

@@ -72,6 +72,8 @@ var cases = []testCase{
 		rule: "under contention, readers overlap only readers and a writer overlaps nobody"},
 	{name: "Transfer", run: testTransfer,
 		rule: "a driver.Transferer hands a held exclusive lock to another request atomically, with a greater token; the former holder can no longer release, extend or transfer it, and a shared read lock is not transferred"},
+	{name: "TokenBlock", run: testTokenBlock,
+		rule: "a driver.TokenBlocker's grants (acquisitions and transfers) each reserve their block of fencing tokens: no later grant, on any client, gets a token inside it"},
 	{name: "BackendPaused", serial: true, ttls: 12, run: testBackendPaused,
 		rule: "a backend paused beyond the TTL makes the holder's lost signal fire by its deadline, and after the pause at most one client holds the lock; a short pause changes nothing"},
 	{name: "BackendRestarted", serial: true, ttls: 12, run: testBackendRestarted,

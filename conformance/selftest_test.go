@@ -32,6 +32,7 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 		{"handoff without owner check", transferWithoutOwnerCheck, unbrokenTransfer, []string{"Transfer"}},
 		{"loss reported after release", lossAfterRelease, unbrokenLossReports, []string{"LossReports"}},
 		{"handoff keeping the fencing token", transferKeepingToken, unbrokenTransfer, []string{"Transfer", "WaitersServedInOrder"}},
+		{"token blocks claimed, not reserved", blocksNotReserved, unbrokenBlocks, []string{"TokenBlock", "FencingTokens"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

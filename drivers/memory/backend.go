@@ -94,9 +94,10 @@ func (b *Backend) wake() {
 	b.changed = make(chan struct{})
 }
 
-// grant tries to take key for req; it returns the holder, or the time left on
-// the lease that blocks it. Callers hold b.mu.
-func (b *Backend) grant(req driver.Request, now time.Time) (*holder, time.Duration) {
+// grant tries to take key for req, a new grant reserving block tokens; it
+// returns the holder, or the time left on the lease that blocks it. Callers
+// hold b.mu.
+func (b *Backend) grant(req driver.Request, now time.Time, block uint64) (*holder, time.Duration) {
 	identity := req.ID
 	if req.Owner != "" {
 		identity = req.Owner
@@ -116,7 +117,7 @@ func (b *Backend) grant(req driver.Request, now time.Time) (*holder, time.Durati
 			h.expires = later(h.expires, expires)
 			return h, 0
 		}
-		h := b.newHolder(req.Key, identity, expires)
+		h := b.newHolder(req.Key, identity, expires, block)
 		if e.shared == nil {
 			e.shared = map[string]*holder{}
 		}
@@ -138,13 +139,16 @@ func (b *Backend) grant(req driver.Request, now time.Time) (*holder, time.Durati
 		}
 		return nil, left
 	}
-	e.exclusive = b.newHolder(req.Key, identity, expires)
+	e.exclusive = b.newHolder(req.Key, identity, expires, block)
 	return e.exclusive, 0
 }
 
-func (b *Backend) newHolder(key, identity string, expires time.Time) *holder {
-	b.fences[key]++
-	return &holder{identity: identity, token: b.fences[key], count: 1, expires: expires}
+// newHolder makes a new grant of key, whose token and the block-1 after it
+// are issued to nobody else (driver.TokenBlocker).
+func (b *Backend) newHolder(key, identity string, expires time.Time, block uint64) *holder {
+	token := b.fences[key] + 1
+	b.fences[key] += max(block, 1)
+	return &holder{identity: identity, token: token, count: 1, expires: expires}
 }
 
 // lose tells every unreleased lease of h that it lost the lock, for reason.

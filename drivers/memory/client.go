@@ -48,7 +48,7 @@ func (c *client) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 	}
 	c.b.mu.Lock()
 	defer c.b.mu.Unlock()
-	h, left := c.b.grant(req, time.Now())
+	h, left := c.b.grant(req, time.Now(), c.o.tokenBlock)
 	if h == nil {
 		return nil, &driver.LockedError{RetryAfter: left}
 	}
@@ -63,7 +63,7 @@ func (c *client) acquire(ctx context.Context, req driver.Request) (driver.Lease,
 			return nil, err
 		}
 		c.b.mu.Lock()
-		h, left := c.b.grant(req, time.Now())
+		h, left := c.b.grant(req, time.Now(), c.o.tokenBlock)
 		changed := c.b.changed
 		var l driver.Lease
 		if h != nil {

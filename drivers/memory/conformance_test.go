@@ -34,6 +34,7 @@ func TestConformance(t *testing.T) {
 		"AllCapabilities":    nil,
 		"ContextLossReports": {memory.WithContextLossReports()},
 		"Notifications":      {memory.WithoutBlocking(), memory.WithoutLossReports()},
+		"TokenBlocks":        {memory.WithoutBlocking(), memory.WithTokenBlocks(8)},
 		"PollingOnly":        {memory.WithoutBlocking(), memory.WithoutNotifications(), memory.WithoutLossReports()},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -61,7 +61,7 @@ func (b *Backend) Tamper(key string, overwrite bool) bool {
 	forget(e, ErrTampered)
 	delete(b.locks, key)
 	if overwrite {
-		stranger := b.newHolder(key, "stranger", time.Now().Add(time.Hour))
+		stranger := b.newHolder(key, "stranger", time.Now().Add(time.Hour), 1)
 		b.locks[key] = &entry{exclusive: stranger}
 	} else {
 		b.wake()

@@ -14,12 +14,13 @@
 // waiting (Blocker), release notifications (Notifier), and loss reports
 // (LossNotifier, or LossReporter on request) when a fault hook removes a
 // lock. Options switch each off, so
-// that the core's fallbacks can be tested against it too.
+// that the core's fallbacks can be tested against it too. Blocks of fencing
+// tokens (driver.TokenBlocker) are on request: WithTokenBlocks.
 //
 // # Guarantees
 //
-// Fencing tokens rise by one per grant of a key, for the life of the Backend
-// (Restart keeps them). Readers may join while readers hold the key, so a
+// Fencing tokens rise by one per grant of a key (by the block size, with
+// WithTokenBlocks), for the life of the Backend (Restart keeps them). Readers may join while readers hold the key, so a
 // stream of readers can starve a writer.
 package memory
 
@@ -38,6 +39,7 @@ type Option func(*options)
 
 type options struct {
 	noBlocking, noNotify, noLossReports, contextLossReports bool
+	tokenBlock                                              uint64
 }
 
 // WithoutBlocking makes the Driver lack driver.Blocker, so the core waits by
@@ -57,6 +59,13 @@ func WithoutLossReports() Option { return func(o *options) { o.noLossReports = t
 // as drivers whose backend client hands out contexts do, so that the core's
 // support of it is tested too.
 func WithContextLossReports() Option { return func(o *options) { o.contextLossReports = true } }
+
+// WithTokenBlocks makes each new grant reserve n fencing tokens
+// (driver.TokenBlocker), so that the core can hand a lock to another
+// goroutine of the same Client without the backend. The core does so only
+// when the driver lacks driver.Blocker (see WithoutBlocking): a waiter that
+// waits inside the backend cannot take a handover.
+func WithTokenBlocks(n uint64) Option { return func(o *options) { o.tokenBlock = n } }
 
 // New returns a client of b, independent of every other Driver on b. Its
 // capabilities are those the options leave on.
@@ -102,11 +111,16 @@ func (d *notifying) Subscribe(ctx context.Context, key string) (driver.Subscript
 }
 
 var (
-	_ driver.Blocker   = (*full)(nil)
-	_ driver.Notifier  = (*full)(nil)
-	_ driver.Featurer  = (*client)(nil)
-	_ driver.Validator = (*client)(nil)
+	_ driver.Blocker      = (*full)(nil)
+	_ driver.Notifier     = (*full)(nil)
+	_ driver.Featurer     = (*client)(nil)
+	_ driver.Validator    = (*client)(nil)
+	_ driver.TokenBlocker = (*client)(nil)
 )
+
+// TokenBlock returns how many fencing tokens each new grant reserves: 1
+// unless WithTokenBlocks says more.
+func (c *client) TokenBlock() uint64 { return max(c.o.tokenBlock, 1) }
 
 var backends = struct {
 	sync.Mutex

@@ -39,6 +39,6 @@ func (c *client) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 		return nil, driver.ErrLocked
 	}
 	l.released, l.onLoss = true, nil // the lock is no longer from's to lose
-	e.exclusive = b.newHolder(to.Key, to.ID, now.Add(to.TTL))
+	e.exclusive = b.newHolder(to.Key, to.ID, now.Add(to.TTL), c.o.tokenBlock)
 	return c.newLease(to, e.exclusive), nil
 }

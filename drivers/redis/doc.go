@@ -28,9 +28,11 @@
 // fencing tokens, release notifications (driver.Notifier, by Redis pub/sub),
 // batched renewal (driver.BatchExtender, by pipelining), inspection
 // (driver.Inspector) and the backend's key and TTL rules
-// (driver.Validator), and direct handoff (driver.Transferer: an Unlock
-// hands the lock to a waiter of the same Client in one script, with a new
-// fencing token). Waiting is not blocking (no driver.Blocker): waiters are
+// (driver.Validator), and direct handoff: each plain exclusive grant
+// reserves a block of 16 fencing tokens (driver.TokenBlocker), so an Unlock
+// hands the lock to a waiter of the same Client with no request at all, the
+// waiter taking the block's next token; past the block, in one script
+// (driver.Transferer), with a new block. Waiting is not blocking (no driver.Blocker): waiters are
 // woken by the release's PUBLISH and retry, and the core polls beside the
 // notifications, so a lost message costs latency, never correctness.
 //
@@ -116,8 +118,10 @@
 //
 // Fencing tokens come from a counter key per lock, stored without expiry and
 // advanced in the same script as each new grant (a writer's, or each
-// reader's; not a re-entry), to max(counter+1, the server's clock in
-// microseconds since 1970). They therefore strictly increase per
+// reader's; not a re-entry): the grant's token is max(counter+1, the
+// server's clock in microseconds since 1970), and the counter moves to the
+// end of its block (15 tokens further for a plain exclusive grant, which
+// its Client may hand to its other goroutines; none for the others). They therefore strictly increase per
 // grant for as long as Redis keeps the counter, and keep increasing across a
 // restart that lost the data (no persistence, FLUSHALL, an evicted counter
 // key) as long as the server's clock did not step back meanwhile. Tokens are

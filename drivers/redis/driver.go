@@ -122,7 +122,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 	if req.Wait && req.Mode == driver.Exclusive && req.Owner == "" {
 		waiter = d.self // queue for the lock: see scripts.go
 	}
-	g, err := acquire(ctx, d.client, n, req, waiter)
+	g, err := acquire(ctx, d.client, n, req, waiter, blockFor(req))
 	if err != nil {
 		if mayHaveApplied(err) && !d.closed.Load() {
 			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.TTL)

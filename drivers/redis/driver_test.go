@@ -184,9 +184,10 @@ func TestTokensIncrease(t *testing.T) {
 	if ttl, err := rdb.PTTL(ctxFor(t), n.fence()).Result(); err != nil || ttl != -1 {
 		t.Fatalf("PTTL of the fencing counter = %v (%v), want -1 (no expiry)", ttl, err)
 	}
+	// It holds the end of the last grant's block of tokens.
 	stored, err := rdb.Get(ctxFor(t), n.fence()).Uint64()
-	if err != nil || stored != last {
-		t.Fatalf("fencing counter holds %d (%v), want the last token %d", stored, err, last)
+	if want := last + tokenBlock - 1; err != nil || stored != want {
+		t.Fatalf("fencing counter holds %d (%v), want the end of the last grant's block, %d", stored, err, want)
 	}
 }
 
@@ -199,11 +200,11 @@ func TestAcquireResendIsGranted(t *testing.T) {
 	n := namesOf(DefaultKeyPrefix, testKey(t))
 	for _, mode := range []driver.Mode{driver.Exclusive, driver.Shared} {
 		req := driver.Request{Key: "unused", ID: newID(), TTL: 5 * time.Second, Mode: mode}
-		first, err := acquire(ctxFor(t), rdb, n, req, "")
+		first, err := acquire(ctxFor(t), rdb, n, req, "", blockFor(req))
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := acquire(ctxFor(t), rdb, n, req, "")
+		again, err := acquire(ctxFor(t), rdb, n, req, "", blockFor(req))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -83,10 +83,11 @@ func modeArg(m driver.Mode) string {
 	return "x"
 }
 
-// acquire runs the acquire script for req on one server.
-func acquire(ctx context.Context, c goredis.Scripter, n names, req driver.Request, waiter string) (grant, error) {
+// acquire runs the acquire script for req on one server; a new grant
+// reserves block fencing tokens.
+func acquire(ctx context.Context, c goredis.Scripter, n names, req driver.Request, waiter string, block uint64) (grant, error) {
 	res, err := acquireScript.Run(ctx, c, []string{n.lock, n.fence(), n.waiters()},
-		req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL), waiter, millis(queueLife(req.TTL))).Int64Slice()
+		req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL), waiter, millis(queueLife(req.TTL)), block).Int64Slice()
 	if err != nil {
 		return grant{}, err
 	}

@@ -122,16 +122,18 @@ local function last(s)
   return m
 end
 
--- advance moves the fencing counter at key past every token it issued
--- and returns the new token, or nil and an error reply when the counter
--- holds no number below 2^53 (and then nothing was written).
-local function advance(key, us)
+-- advance moves the fencing counter at key past every token it issued,
+-- reserving block tokens (the new token and the block-1 after it, which
+-- the holder's Client may hand to its own goroutines), and returns the new
+-- token, or nil and an error reply when the counter holds no number below
+-- 2^53 (and then nothing was written).
+local function advance(key, us, block)
   local prev = tonumber(redis.pcall('GET', key) or '0')
-  if prev == nil or prev < 0 or prev >= 9007199254740991 then
+  if prev == nil or prev < 0 or prev >= 9007199254740991 - block then
     return nil, redis.error_reply('dlock: the fencing counter holds no number below 2^53')
   end
   local token = math.max(prev + 1, us)
-  redis.call('SET', key, string.format('%.0f', token))
+  redis.call('SET', key, string.format('%.0f', token + block - 1))
   return token
 end
 
@@ -207,7 +209,8 @@ end
 // refused writer keeps new readers out, in milliseconds, ARGV[6] the
 // waiting Driver's queue name (empty for a TryLock, a read lock, a
 // reentrant lock, and RedLock), ARGV[7] its queue entry's lifetime in
-// milliseconds. Returns {1, token, again} when granted
+// milliseconds, ARGV[8] how many tokens a new grant reserves (its block;
+// see driver.TokenBlocker). Returns {1, token, again} when granted
 // (again is 1 when the request joined a hold that was already there: a
 // re-entry or a resend, 0 for a new grant), {0, ms, 0} when refused, ms being how long the holder's lease still runs (-1 for a
 // stranger's key without expiry), or an error when the counter cannot be
@@ -237,8 +240,10 @@ end
 //     the queue); a waiting Driver that is refused joins the queue, or
 //     renews its entry, and is told to come back within a third of the
 //     entry's lifetime. Read locks and reentrant requests do not queue;
-//   - each new grant (not a re-entry) advances the counter to
-//     max(counter+1, server time in µs): strictly increasing while Redis
+//   - each new grant (not a re-entry) gets the token max(counter+1, server
+//     time in µs) and advances the counter to the end of its block
+//     (token+ARGV[8]-1), so no other grant is issued a token of the block:
+//     strictly increasing while Redis
 //     keeps it, and still increasing after a restart that lost it, as long
 //     as the server clock did not step back. Readers get tokens of their
 //     own, each above every earlier writer's. Lua numbers are doubles,
@@ -252,6 +257,7 @@ if not s then
 end
 local id, ttl, mode, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local waiter, life = ARGV[6] or '', tonumber(ARGV[7] or '0')
+local block = tonumber(ARGV[8] or '1')
 local exp = now + ttl
 -- refuse says no, queueing a waiting Driver, which then comes back before
 -- its entry lapses.
@@ -311,7 +317,7 @@ if mode == 'x' and owner == '' then
     redis.call('HDEL', KEYS[3], waiter)
   end
 end
-local token, err = advance(KEYS[2], us)
+local token, err = advance(KEYS[2], us, block)
 if not token then return err end
 s.mode = mode
 if mode == 'x' and s.wait > 0 then
@@ -405,7 +411,8 @@ return 1
 // nothing is published.
 //
 // KEYS[1] lock, KEYS[2] fencing counter; ARGV[1] the holder's request ID,
-// ARGV[2] the new request ID, ARGV[3] its TTL in whole milliseconds.
+// ARGV[2] the new request ID, ARGV[3] its TTL in whole milliseconds, ARGV[4]
+// how many tokens the grant reserves (as acquireScript's ARGV[8]).
 // Returns {1, token} when handed over, {0, 0} when ARGV[1] holds nothing
 // (expired, released, or a stranger's key: nothing changes), {2, 0} when
 // ARGV[1] holds but not the whole lock alone (a read lock, a reentrant
@@ -433,7 +440,7 @@ end
 if s.mode ~= 'x' or s.n ~= 1 or h[3] ~= '' then
   return {2, 0}
 end
-local token, err = advance(KEYS[2], us)
+local token, err = advance(KEYS[2], us, tonumber(ARGV[4] or '1'))
 if not token then return err end
 drop(s, from)
 put(s, to, now + tonumber(ARGV[3]), token, '')

@@ -28,7 +28,7 @@ func (d *Driver) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 	if namesOf(d.prefix, to.Key) != l.names || to.Mode != driver.Exclusive || to.Owner != "" {
 		return nil, driver.ErrLocked // not a plain exclusive request for the same lock
 	}
-	res, err := transferScript.Run(ctx, d.client, []string{l.names.lock, l.names.fence()}, l.id, to.ID, millis(to.TTL)).Int64Slice()
+	res, err := transferScript.Run(ctx, d.client, []string{l.names.lock, l.names.fence()}, l.id, to.ID, millis(to.TTL), uint64(tokenBlock)).Int64Slice()
 	if err != nil {
 		return nil, d.opErr(err)
 	}
@@ -44,4 +44,26 @@ func (d *Driver) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 	nl := &lease{d: d, names: l.names, id: to.ID, token: uint64(res[1])}
 	nl.validity.Store(int64(to.TTL))
 	return nl, nil
+}
+
+var _ driver.TokenBlocker = (*Driver)(nil)
+
+// tokenBlock is how many fencing tokens each new plain exclusive grant
+// reserves: more than the core's handoffs in a row, so that every handoff
+// inside a Client costs no request at all (see driver.TokenBlocker).
+const tokenBlock = 16
+
+// TokenBlock returns how many fencing tokens each new plain exclusive grant
+// reserves (driver.TokenBlocker): its own, and the next ones, which the core
+// gives to the next goroutines of the same Client it hands the lock to,
+// without a request. Every later grant's token is past the block.
+func (d *Driver) TokenBlock() uint64 { return tokenBlock }
+
+// blockFor is how many tokens a grant for req reserves: a block for the
+// locks the core can hand over (plain exclusive ones), one otherwise.
+func blockFor(req driver.Request) uint64 {
+	if req.Mode == driver.Exclusive && req.Owner == "" {
+		return tokenBlock
+	}
+	return 1
 }

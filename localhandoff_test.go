@@ -1,0 +1,169 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/drivers/memory"
+)
+
+// countedBlocks wraps the memory driver with token blocks (and without its
+// server-side queue, so the core waits and hands over itself), counting the
+// requests that reach it.
+type countedBlocks struct {
+	driver.Driver
+	tries, transfers atomic.Int64
+}
+
+func (d *countedBlocks) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	d.tries.Add(1)
+	return d.Driver.TryAcquire(ctx, req)
+}
+
+func (d *countedBlocks) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	return d.Driver.(driver.Notifier).Subscribe(ctx, key)
+}
+
+func (d *countedBlocks) Transfer(ctx context.Context, from driver.Lease, to driver.Request) (driver.Lease, error) {
+	d.transfers.Add(1)
+	return d.Driver.(driver.Transferer).Transfer(ctx, from, to)
+}
+
+func (d *countedBlocks) TokenBlock() uint64 { return d.Driver.(driver.TokenBlocker).TokenBlock() }
+
+var (
+	_ driver.Notifier     = (*countedBlocks)(nil)
+	_ driver.Transferer   = (*countedBlocks)(nil)
+	_ driver.TokenBlocker = (*countedBlocks)(nil)
+)
+
+func newCountedBlocks(t *testing.T, b *memory.Backend, block uint64) (*countedBlocks, *dlock.Client) {
+	t.Helper()
+	d := &countedBlocks{Driver: memory.New(b, memory.WithoutBlocking(), memory.WithTokenBlocks(block))}
+	c, err := dlock.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return d, c
+}
+
+// handOver unlocks held while another goroutine of the same Client waits on
+// m (having made its offer, when offered runs), and returns the waiter's
+// lease.
+func handOver(t *testing.T, c *dlock.Client, m dlock.Mutex, held dlock.Lease, offered func()) dlock.Lease {
+	t.Helper()
+	ctx := t.Context()
+	got := make(chan dlock.Lease, 1)
+	go func() {
+		l, err := m.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitUntil(t, "the waiter's offer", func() bool { return dlock.Offered(c, held.Key()) })
+	if offered != nil {
+		offered()
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := <-got
+	if next == nil {
+		t.FailNow()
+	}
+	return next
+}
+
+func TestHandoffWithinTokenBlockSkipsBackend(t *testing.T) {
+	ctx := t.Context()
+	b := memory.NewBackend()
+	d, c := newCountedBlocks(t, b, 8)
+	m, _ := c.Mutex("local")
+	held, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, deadline := held.Token(), held.Deadline()
+	var tries int64
+	next := handOver(t, c, m, held, func() { tries = d.tries.Load() })
+	if n := d.transfers.Load(); n != 0 {
+		t.Errorf("%d transfers, want none: the block has tokens left", n)
+	}
+	if n := d.tries.Load() - tries; n != 0 {
+		t.Errorf("%d acquisitions during the handoff, want none", n)
+	}
+	if next.Token() != first+1 {
+		t.Errorf("token %d after %d, want the next of the block", next.Token(), first)
+	}
+	if !next.Deadline().Equal(deadline) {
+		t.Errorf("deadline %v, want the hold's %v", next.Deadline(), deadline)
+	}
+	if err := held.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Errorf("second Unlock of the first lease: %v, want ErrNotHeld", err)
+	}
+	if err := next.Extend(ctx); err != nil {
+		t.Errorf("Extend of the handed-over lease: %v", err)
+	}
+	if err := next.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock of the handed-over lease: %v", err)
+	}
+
+	// Another client's grant comes after the whole block.
+	_, other := newCountedBlocks(t, b, 1)
+	om, _ := other.Mutex("local")
+	l, err := om.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("the lock is not free after the handed-over lease's Unlock: %v", err)
+	}
+	defer l.Unlock(ctx)
+	if l.Token() < first+8 {
+		t.Errorf("another client's token %d, want at least %d (past the block of %d)", l.Token(), first+8, first)
+	}
+}
+
+func TestHandoffPastTokenBlockGoesToBackend(t *testing.T) {
+	ctx := t.Context()
+	d, c := newCountedBlocks(t, memory.NewBackend(), 2)
+	m, _ := c.Mutex("block")
+	held, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := handOver(t, c, m, held, nil) // the block's second token
+	third := handOver(t, c, m, second, nil)
+	defer third.Unlock(ctx)
+	if n := d.transfers.Load(); n != 1 {
+		t.Errorf("%d transfers, want 1: the block of 2 was used up", n)
+	}
+	if !(held.Token() < second.Token() && second.Token() < third.Token()) {
+		t.Errorf("tokens %d, %d, %d: want increasing", held.Token(), second.Token(), third.Token())
+	}
+}
+
+func TestHandedOverLeaseLearnsOfLoss(t *testing.T) {
+	ctx := t.Context()
+	b := memory.NewBackend()
+	_, c := newCountedBlocks(t, b, 8)
+	m, _ := c.Mutex("lost", dlock.WithTTL(time.Hour))
+	held, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := handOver(t, c, m, held, nil)
+	b.Tamper("lost", true)
+	select {
+	case <-next.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handed-over lease was not told of the loss")
+	}
+	if err := next.Err(); !errors.Is(err, dlock.ErrLockLost) {
+		t.Errorf("Err = %v, want ErrLockLost", err)
+	}
+}
