@@ -10,7 +10,8 @@ import (
 )
 
 // BenchmarkSuite runs the standard benchmark suite (internal/benchkit)
-// against the test server, with the session timeout dlock bench uses.
+// against the test server, with the session timeout dlock bench uses,
+// comparing with a raw create+delete in the same run.
 //
 //	go test -run '^$' -bench Suite -benchtime 1x ./drivers/zookeeper/
 func BenchmarkSuite(b *testing.B) {
@@ -21,10 +22,10 @@ func BenchmarkSuite(b *testing.B) {
 	q := u.Query()
 	q.Set(sessionTimeoutParam, "4s")
 	u.RawQuery = q.Encode()
-	t := benchtargets.ZooKeeper(u.String(), 4*time.Second)
-	// Renewal is batched (one multi per 1,000 checks), so the held-locks
-	// measurement holds as many locks as on every other backend, and its
-	// heap per lock compares with theirs.
-	t.MaxHeld = 0
+	t, done, err := benchtargets.ZooKeeperTarget(u.String(), 4*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer done()
 	benchkit.Run(b, t)
 }
