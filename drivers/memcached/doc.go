@@ -28,8 +28,12 @@
 // expected remaining time (a *driver.LockedError), read from the lock item
 // and then remembered per Driver, so that a waiter never sleeps past the
 // holder's expiry and a failed attempt usually costs a single request. A
-// handoff therefore takes up to one backoff step, and the requests per lock
-// grow with the number of waiters; see the benchmarks in bench_test.go.
+// handoff between processes therefore takes up to one backoff step, and the
+// requests per lock grow with the number of processes waiting; see the
+// benchmarks in bench_test.go. Inside one Client, each grant reserves a
+// block of 16 fencing tokens (driver.TokenBlocker), so that an Unlock hands
+// the lock to the Client's next waiting goroutine at once, with no request,
+// and the block's next token.
 //
 // gomemcache takes no contexts: every request is bounded by the client's
 // Timeout. TryAcquire checks its context between requests; Extend and

@@ -28,8 +28,9 @@ type Driver struct {
 }
 
 var (
-	_ driver.Driver    = (*Driver)(nil)
-	_ driver.Validator = (*Driver)(nil)
+	_ driver.Driver       = (*Driver)(nil)
+	_ driver.Validator    = (*Driver)(nil)
+	_ driver.TokenBlocker = (*Driver)(nil)
 )
 
 // New returns a Driver over client, which the caller keeps owning: Close

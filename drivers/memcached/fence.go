@@ -10,9 +10,11 @@ import (
 )
 
 // Fencing tokens come from a counter item per lock, stored without expiry
-// and advanced by incr while the lock is held, so they rise by one per grant
-// (or more: a retried incr skips one) for as long as memcached keeps the
-// counter. memcached keeps nothing for sure: a restart, an eviction or a
+// and advanced by incr while the lock is held, by a block of tokenBlock per
+// grant (or more: a retried incr skips a block), for as long as memcached
+// keeps the counter. A grant's token is the first of its block; the core
+// gives the others to the goroutines of the same Client it hands the lock
+// to without a request (driver.TokenBlocker). memcached keeps nothing for sure: a restart, an eviction or a
 // change of the server list loses the counter. The first grant that finds it
 // missing therefore starts it again from its own clock, in microseconds
 // since 1970, not from zero: every token issued before the loss was at most
@@ -29,6 +31,17 @@ import (
 // may draw a greater token, but its reply then comes after its validity
 // deadline, and the core refuses the grant.
 
+// tokenBlock is how many fencing tokens each grant reserves: more than the
+// core's handoffs in a row, so that every handoff inside a Client costs no
+// request at all.
+const tokenBlock = 16
+
+// TokenBlock returns how many fencing tokens each grant reserves
+// (driver.TokenBlocker): its own, and the next ones, which the core gives
+// to the next goroutines of the same Client it hands the lock to, without a
+// request. Every later grant's token is past the block.
+func (d *Driver) TokenBlock() uint64 { return tokenBlock }
+
 // maxToken bounds the tokens the driver hands out. A counter beyond it was
 // written by something else (or wrapped around); refusing it keeps tokens
 // from going backwards silently.
@@ -38,18 +51,19 @@ const maxToken = 1 << 62
 // holds a value the driver cannot advance.
 var errBadCounter = errors.New("memcached: the fencing counter cannot be advanced")
 
-// nextToken advances the fencing counter fence and returns its new value,
-// starting it from the clock when it is missing.
+// nextToken advances the fencing counter fence by a block and returns the
+// block's first token, starting the counter from the clock when it is
+// missing.
 func (d *Driver) nextToken(fence string) (uint64, error) {
 	for range 3 {
 		var v uint64
-		_, err := d.call(func() (err error) { v, err = d.mc.Increment(fence, 1); return err })
+		_, err := d.call(func() (err error) { v, err = d.mc.Increment(fence, tokenBlock); return err })
 		switch {
 		case err == nil:
-			if v == 0 || v > maxToken {
+			if v < tokenBlock || v > maxToken {
 				return 0, fmt.Errorf("%w: %q holds %d", errBadCounter, fence, v)
 			}
-			return v, nil
+			return v - tokenBlock + 1, nil
 		case serverReplied(err):
 			// e.g. "cannot increment or decrement non-numeric value"
 			return 0, fmt.Errorf("%w: %q: %w", errBadCounter, fence, err)
@@ -57,7 +71,7 @@ func (d *Driver) nextToken(fence string) (uint64, error) {
 			return 0, err
 		}
 		start := uint64(time.Now().UnixMicro())
-		item := &memcache.Item{Key: fence, Value: strconv.AppendUint(nil, start, 10)}
+		item := &memcache.Item{Key: fence, Value: strconv.AppendUint(nil, start+tokenBlock-1, 10)}
 		_, err = d.call(func() error { return d.mc.Add(item) })
 		switch {
 		case err == nil:
