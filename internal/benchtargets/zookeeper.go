@@ -102,15 +102,3 @@ func zkPacketsReceived(addr string) uint64 {
 	}
 	return 0
 }
-
-// ZooKeeper is ZooKeeperTarget without the raw comparison and request count
-// (TEMPORARY: kept until its callers move to ZooKeeperTarget).
-func ZooKeeper(url string, sessionTimeout time.Duration) benchkit.Target {
-	return benchkit.Target{
-		Name: "zookeeper",
-		NewClient: func(ctx context.Context, opts ...dlock.Option) (*dlock.Client, error) {
-			return dlock.Open(ctx, url, append([]dlock.Option{dlock.WithTTL(sessionTimeout * 3 / 2)}, opts...)...)
-		},
-		MinTTL: sessionTimeout,
-	}
-}
