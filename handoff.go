@@ -254,7 +254,11 @@ func (c *Client) giveBack(ctx context.Context, req driver.Request, h handoff) {
 // the driver can. It reports whether it dealt with the lock (transferred
 // it, or found it lost or in an unknown state: err says which), and
 // whether a plain release should skip waking this Client's waiters.
-func (l *lease) transfer(ctx context.Context) (done bool, yield bool, err error) {
+//
+// held tells whether l was still held when Unlock ended it: a lease lost
+// before may have lost the backend's hold too, so it is never handed over
+// without the backend, which alone can tell.
+func (l *lease) transfer(ctx context.Context, held bool) (done bool, yield bool, err error) {
 	c := l.m.c
 	if ctx.Err() != nil || !l.m.transferable(l.mode) {
 		return false, false, nil
@@ -263,13 +267,15 @@ func (l *lease) transfer(ctx context.Context) (done bool, yield bool, err error)
 	if cand == nil {
 		return false, yield, nil
 	}
-	if h, ok := l.handOver(cand); ok {
-		c.deliver(ctx, cand, h)
-		return true, false, nil
+	if held {
+		if h, ok := l.handOver(cand); ok {
+			c.deliver(ctx, cand, h)
+			return true, false, nil
+		}
 	}
 	if c.transferer == nil {
-		// The block is used up and the backend cannot transfer: the
-		// caller releases, and its release wakes the candidate.
+		// The backend cannot transfer: the caller releases, and its
+		// release wakes the candidate, which acquires by itself.
 		c.deliver(ctx, cand, handoff{})
 		return false, false, nil
 	}

@@ -291,7 +291,7 @@ func (l *lease) Unlock(ctx context.Context) error {
 	l.finish(ErrNotHeld, "")
 	l.mu.Unlock()
 
-	transferred, yield, err := l.transfer(ctx)
+	transferred, yield, err := l.transfer(ctx, ended == nil)
 	if !transferred {
 		err = l.release(ctx)
 		if err == nil && !yield {

@@ -167,3 +167,43 @@ func TestHandedOverLeaseLearnsOfLoss(t *testing.T) {
 		t.Errorf("Err = %v, want ErrLockLost", err)
 	}
 }
+
+func TestLostLeaseIsNotHandedOver(t *testing.T) {
+	ctx := t.Context()
+	b := memory.NewBackend()
+	d, c := newCountedBlocks(t, b, 8)
+	// The waiter sleeps until woken (a notification, a handoff), so the
+	// test knows when its offer is out.
+	m, _ := c.Mutex("lost-first", dlock.WithTTL(time.Hour), dlock.WithPolling(time.Hour, time.Hour))
+	held, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, cancel := context.WithCancel(ctx)
+	waited := make(chan error, 1)
+	go func() {
+		l, err := m.Lock(waitCtx)
+		if err == nil {
+			_ = l.Unlock(ctx)
+		}
+		waited <- err
+	}()
+	// A stranger takes the lock behind the holder's back; the holder
+	// learns of it.
+	b.Tamper("lost-first", true)
+	<-held.Done()
+	waitUntil(t, "the waiter's offer", func() bool { return dlock.Offered(c, "lost-first") })
+	if err := held.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Unlock of the lost lease: %v, want ErrLockLost", err)
+	}
+	// Only the backend can tell whether a lost lease still holds anything:
+	// the handoff must go through it (and it says no), not hand the lost
+	// hold over.
+	if n := d.transfers.Load(); n != 1 {
+		t.Errorf("%d transfers, want 1: a lost lease's hold was handed over without the backend", n)
+	}
+	cancel()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Errorf("the waiter's Lock: %v, want context.Canceled (the stranger holds the lock)", err)
+	}
+}
