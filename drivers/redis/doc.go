@@ -182,11 +182,13 @@
 // highest token of one majority says nothing by itself about the next,
 // which may be granted by other masters. RedLock therefore acquires in two
 // phases: the token T is the highest the granting majority issued, and it
-// is written back (each granting master's counter raised to T) before the
-// grant is reported, acknowledged by a majority. Any later majority shares a
-// master with that one, whose counter is at least T, and so issues more
-// than T: tokens strictly increase across grants, on any masters, for as
-// long as no master loses its counter. A re-entry keeps the token of the
+// is written back (each granting master's counter raised to the end of T's
+// block of 16, T+15) before the grant is reported, acknowledged by a
+// majority. Any later majority shares a master with that one, whose counter
+// is at least T+15, and so issues more: tokens strictly increase across
+// grants, on any masters, for as long as no master loses its counter, and
+// the Client may hand the lock to its own goroutines with T+1 … T+15 and no
+// request (driver.TokenBlocker). A re-entry keeps the token of the
 // entry it joins. The second phase costs one more round trip per
 // acquisition (in parallel on the granting masters); renewal and release
 // cost one.

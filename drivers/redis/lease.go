@@ -106,9 +106,10 @@ func extend(ctx context.Context, c goredis.Scripter, n names, id string, ttl tim
 	return ok == 1, err
 }
 
-// fence runs the fence script for hold id on one server.
-func fence(ctx context.Context, c goredis.Scripter, n names, id string, token uint64) error {
-	return fenceScript.Run(ctx, c, []string{n.lock, n.fence()}, id, strconv.FormatUint(token, 10)).Err()
+// fence runs the fence script for hold id on one server: the hold gets
+// token, and the counter moves past the block of block tokens from it.
+func fence(ctx context.Context, c goredis.Scripter, n names, id string, token, block uint64) error {
+	return fenceScript.Run(ctx, c, []string{n.lock, n.fence()}, id, strconv.FormatUint(token, 10), strconv.FormatUint(token+block-1, 10)).Err()
 }
 
 // release runs the release script for hold id on one server: for Release,

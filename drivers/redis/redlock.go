@@ -199,7 +199,7 @@ func (r *RedLock) TryAcquire(ctx context.Context, req driver.Request) (driver.Le
 	grants := make([]grant, len(r.nodes))
 	errs := make([]error, len(r.nodes))
 	r.each(ctx, timeout, nil, func(ctx context.Context, i int, nd *rlNode) {
-		grants[i], errs[i] = acquire(ctx, nd.client, n, req, "", 1) // RedLock neither queues nor reserves tokens
+		grants[i], errs[i] = acquire(ctx, nd.client, n, req, "", blockFor(req)) // RedLock does not queue
 	})
 	granted := make([]bool, len(r.nodes))
 	ok, again, refused := 0, 0, 0
@@ -232,7 +232,7 @@ func (r *RedLock) TryAcquire(ctx context.Context, req driver.Request) (driver.Le
 		fenceTried = true
 		var mu sync.Mutex
 		r.each(ctx, timeout, granted, func(ctx context.Context, i int, nd *rlNode) {
-			err := fence(ctx, nd.client, n, req.ID, token)
+			err := fence(ctx, nd.client, n, req.ID, token, blockFor(req))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -421,6 +421,15 @@ type rlLease struct {
 }
 
 var _ driver.Lease = (*rlLease)(nil)
+
+var _ driver.TokenBlocker = (*RedLock)(nil)
+
+// TokenBlock returns how many fencing tokens each new plain exclusive grant
+// reserves (driver.TokenBlocker), as [Driver.TokenBlock] does: every master
+// that grants reserves a block, and the second phase moves a majority's
+// counters past the block of the token chosen, so that any later majority
+// includes a master whose next token is beyond it.
+func (r *RedLock) TokenBlock() uint64 { return tokenBlock }
 
 // Token returns the fencing token: see "RedLock" in the package
 // documentation for its guarantee.

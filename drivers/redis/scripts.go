@@ -334,19 +334,21 @@ return {1, token, 0}
 // redlock.go), which makes its tokens increase across masters.
 //
 // KEYS[1] lock, KEYS[2] fencing counter; ARGV[1] request ID, ARGV[2] the
-// token. The counter becomes max(counter, token); the hold ARGV[1], and
-// every other hold of the same non-empty owner (its other entries), get the
-// token if theirs is lower. Returns 1, or an error when the counter holds no
-// number (and then nothing was written).
+// token, ARGV[3] the end of its block (the token when absent). The counter
+// becomes max(counter, end of the block); the hold ARGV[1], and every other
+// hold of the same non-empty owner (its other entries), get the token if
+// theirs is lower. Returns 1, or an error when the counter holds no number
+// (and then nothing was written).
 var fenceScript = goredis.NewScript(prelude + `
 local _, now = clock()
 local token = tonumber(ARGV[2])
+local top = tonumber(ARGV[3] or ARGV[2])
 local prev = tonumber(redis.pcall('GET', KEYS[2]) or '0')
 if prev == nil then
   return redis.error_reply('dlock: the fencing counter holds no number')
 end
-if prev < token then
-  redis.call('SET', KEYS[2], string.format('%.0f', token))
+if prev < top then
+  redis.call('SET', KEYS[2], string.format('%.0f', top))
 end
 local s = load(KEYS[1], now)
 local mine = s and s.holds[ARGV[1]]
