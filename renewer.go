@@ -29,6 +29,7 @@ type renewer struct {
 	mu     sync.Mutex
 	due    leaseHeap
 	timer  *time.Timer
+	armed  time.Time // when the timer fires; zero when it is not set
 	expiry *deadline.Queue[*lease] // made by expiries
 }
 
@@ -74,19 +75,25 @@ func (r *renewer) remove(l *lease) {
 	}
 }
 
-// arm sets the timer for the earliest due lease. Callers hold r.mu.
+// arm makes sure the timer fires by the earliest due lease. It moves the
+// timer only to fire earlier: a timer that fires early finds nothing due
+// and is armed again, and one left when the last lease goes fires once for
+// nothing. So taking and releasing a lock, when others are held or none,
+// usually leaves the timer alone, and resetting a timer can cost a wake-up
+// of the runtime's network poller. Callers hold r.mu.
 func (r *renewer) arm() {
 	if len(r.due) == 0 {
-		if r.timer != nil {
-			r.timer.Stop()
-		}
 		return
 	}
-	wait := time.Until(r.due[0].renewAt)
+	at := r.due[0].renewAt
+	if !r.armed.IsZero() && !r.armed.After(at) {
+		return
+	}
+	r.armed = at
 	if r.timer == nil {
-		r.timer = time.AfterFunc(wait, r.fire)
+		r.timer = time.AfterFunc(time.Until(at), r.fire)
 	} else {
-		r.timer.Reset(wait)
+		r.timer.Reset(time.Until(at))
 	}
 }
 
@@ -95,6 +102,7 @@ func (r *renewer) stop() {
 	defer r.mu.Unlock()
 	if r.timer != nil {
 		r.timer.Stop()
+		r.armed = time.Time{}
 	}
 }
 
@@ -106,6 +114,7 @@ func (r *renewer) fire() {
 	defer r.c.ops.Done()
 	now := time.Now()
 	r.mu.Lock()
+	r.armed = time.Time{} // this was the timer firing
 	var batch []*lease
 	for len(r.due) > 0 {
 		l := r.due[0]
