@@ -29,9 +29,10 @@ import (
 // (driver.TokenBlocker), the handoff costs no round trip at all: the
 // backend's hold stays as it is, and the waiter gets a lease of its own over
 // it, with the next token of the block, the same deadline and the same
-// renewal schedule. Only a block used up sends the handoff to the backend
-// (Transfer) or back to a release. The waiter must ask for the lock as the
-// holder has it (the same TTL, renewed), or the handoff goes to the backend.
+// renewal schedule. A block used up, a waiter asking for the lock otherwise
+// than the holder has it (another TTL, renewal on or off), or a lease lost
+// before its Unlock sends the handoff to the backend (Transfer) or back to
+// a release.
 //
 // Fairness: after maxTransfers consecutive handoffs inside one Client, the
 // next Unlock releases the lock without waking its own waiters first, so
