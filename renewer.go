@@ -29,7 +29,7 @@ type renewer struct {
 	mu     sync.Mutex
 	due    leaseHeap
 	timer  *time.Timer
-	armed  time.Time // when the timer fires; zero when it is not set
+	armed  time.Time               // when the timer fires; zero when it is not set
 	expiry *deadline.Queue[*lease] // made by expiries
 }
 
