@@ -257,7 +257,7 @@ func testLeaderKilled(t *testing.T, c *testserver.EtcdCluster) {
 // leaderToo, the frozen member is the leader, so the others elect a new one
 // first. Afterwards the holder's client works again.
 func testMemberFrozen(t *testing.T, c *testserver.EtcdCluster, leaderToo bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // bounds the whole test, recovery included
 	defer cancel()
 	leader, err := c.Leader(ctx)
 	if err != nil {
@@ -358,8 +358,9 @@ func testMemberFrozen(t *testing.T, c *testserver.EtcdCluster, leaderToo bool) {
 		}
 		t.Logf("the contender's lease did not survive the election: %v", err)
 	}
-	// The holder's client recovers with a new session.
-	waitFor(t, "the cut-off client locking again", func() bool {
+	// The holder's client recovers with a new session, once its member has
+	// caught up with the cluster and its gRPC connection is back.
+	waitWithin(t, time.Minute, "the cut-off client locking again", func() bool {
 		lctx, cancel := context.WithTimeout(ctx, clusterTTL)
 		defer cancel()
 		l, err := hm.Lock(lctx)
