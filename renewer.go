@@ -106,7 +106,11 @@ func (r *renewer) stop() {
 	}
 }
 
-// fire renews every lease that is due, or nearly.
+// fire renews every lease that is due, and with them every lease that would
+// be due before the next renewal of theirs: renewing a lease early is safe,
+// and it puts the leases of a Client in step, one batch per renewal
+// interval however spread out their acquisitions were, where renewing only
+// the nearly due would leave them in groups half an interval apart.
 func (r *renewer) fire() {
 	if !r.c.beginOp() {
 		return
@@ -118,7 +122,7 @@ func (r *renewer) fire() {
 	var batch []*lease
 	for len(r.due) > 0 {
 		l := r.due[0]
-		if l.renewAt.Sub(now) > l.renewInterval()/2 {
+		if l.renewAt.Sub(now) > l.renewInterval() {
 			break
 		}
 		heap.Pop(&r.due)

@@ -125,7 +125,7 @@ func newTelemetry(cfg config) *telemetry {
 	t.held, _ = meter.Int64UpDownCounter("dlock.held", metric.WithDescription("Leases held now."))
 	t.waiters, _ = meter.Int64UpDownCounter("dlock.waiters", metric.WithDescription("Goroutines waiting to acquire now."))
 	t.renewals, _ = meter.Int64Counter("dlock.renewals", metric.WithDescription("Lease renewals, by outcome."))
-	t.batches, _ = meter.Int64Counter("dlock.renewal.batches", metric.WithDescription("Renewal round trips (one per batch)."))
+	t.batches, _ = meter.Int64Counter("dlock.renewal.batches", metric.WithDescription("Renewal batches: one driver call each (driver.BatchExtender), which the driver sends in one round trip per its batch size."))
 	t.losses, _ = meter.Int64Counter("dlock.losses", metric.WithDescription("Leases lost, by reason."))
 	for _, mode := range []driver.Mode{driver.Exclusive, driver.Shared} {
 		modeAttr := attribute.String("dlock.mode", mode.String())

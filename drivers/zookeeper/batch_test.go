@@ -371,9 +371,9 @@ func (b *batchCounter) ExtendBatch(ctx context.Context, leases []driver.Lease, t
 }
 
 // BenchmarkBatchHeld measures the renewal of 1,000 locks held on one client
-// (internal/benchkit's held-locks measurement): trips/period is the core's
-// renewal round trips (ExtendBatch calls) per renewal period, and
-// multis/trip the multis each sent.
+// (internal/benchkit's held-locks measurement): batches/period is the
+// core's renewal batches (ExtendBatch calls) per renewal period, and
+// multis/trip the multis (round trips) each sent.
 //
 //	go test -run '^$' -bench BatchHeld -benchtime 1x ./drivers/zookeeper/
 func BenchmarkBatchHeld(b *testing.B) {
@@ -392,7 +392,7 @@ func BenchmarkBatchHeld(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(h.RenewalTripsPeriod, "trips/period")
+		b.ReportMetric(h.RenewalTripsPeriod, "batches/period")
 		b.ReportMetric(h.RenewalsPerPeriod, "renewals/period")
 		if calls := counter.calls.Load(); calls > 0 {
 			b.ReportMetric(float64(w.multis.Load())/float64(calls), "multis/trip")

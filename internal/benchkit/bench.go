@@ -81,7 +81,7 @@ func Run(b *testing.B, t Target) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.ReportMetric(h.RenewalTripsPeriod, "trips/period")
+			b.ReportMetric(h.RenewalTripsPeriod, "batches/period")
 			b.ReportMetric(h.CPUFraction*100, "cpu-%")
 			b.ReportMetric(h.HeapPerLock, "heap-B/lock")
 			b.ReportMetric(h.GoroutinesPerLock, "goroutines/lock")

@@ -15,8 +15,11 @@ import (
 
 // ManyHeld is the cost of holding many locks on one client.
 type ManyHeld struct {
-	Locks               int     `json:"locks"`
-	TTL                 string  `json:"ttl"`
+	Locks int    `json:"locks"`
+	TTL   string `json:"ttl"`
+	// RenewalTripsPeriod is renewal batches per period: one driver call
+	// each, sent in one round trip per the driver's batch size (1,000
+	// leases on Redis and ZooKeeper, 120 on etcd).
 	RenewalTripsPeriod  float64 `json:"renewal_round_trips_per_period"`
 	RenewalsPerPeriod   float64 `json:"renewals_per_period"`
 	CPUFraction         float64 `json:"cpu_fraction"` // of one core, while holding
