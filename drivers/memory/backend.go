@@ -19,9 +19,10 @@ type Backend struct {
 	mu      sync.Mutex
 	locks   map[string]*entry
 	fences  map[string]uint64
-	changed chan struct{} // closed and replaced whenever a lock may have become free
-	paused  chan struct{} // non-nil while paused; closed by Resume
-	epoch   uint64        // advanced by Restart
+	changed chan struct{}        // closed and replaced whenever a lock may have become free
+	queues  map[string][]*ticket // the blocked Acquire calls of each key, first come first
+	paused  chan struct{}        // non-nil while paused; closed by Resume
+	epoch   uint64               // advanced by Restart
 }
 
 // entry is the state of one key: at most one exclusive holder, or any number
@@ -45,6 +46,7 @@ func NewBackend() *Backend {
 	return &Backend{
 		locks:   map[string]*entry{},
 		fences:  map[string]uint64{},
+		queues:  map[string][]*ticket{},
 		changed: make(chan struct{}),
 	}
 }
@@ -94,16 +96,50 @@ func (b *Backend) wake() {
 	b.changed = make(chan struct{})
 }
 
+// ticket is one blocked Acquire call's place in its key's queue.
+type ticket struct{}
+
+// enqueue puts t at the back of key's queue. Callers hold b.mu.
+func (b *Backend) enqueue(key string, t *ticket) {
+	b.queues[key] = append(b.queues[key], t)
+}
+
+// dequeue takes t out of key's queue, and wakes the waiters: the next one
+// may be at the front now. Callers hold b.mu.
+func (b *Backend) dequeue(key string, t *ticket) {
+	q := slices.DeleteFunc(b.queues[key], func(o *ticket) bool { return o == t })
+	if len(q) == 0 {
+		delete(b.queues, key)
+	} else {
+		b.queues[key] = q
+	}
+	b.wake()
+}
+
+// queuedAhead reports whether a blocked Acquire call other than t is first
+// in key's queue: then a new grant is its, not t's (nil t: a TryAcquire,
+// which neither queues nor jumps the queue). Callers hold b.mu.
+func (b *Backend) queuedAhead(key string, t *ticket) bool {
+	q := b.queues[key]
+	return len(q) > 0 && q[0] != t
+}
+
 // grant tries to take key for req, a new grant reserving block tokens; it
-// returns the holder, or the time left on the lease that blocks it. Callers
-// hold b.mu.
-func (b *Backend) grant(req driver.Request, now time.Time, block uint64) (*holder, time.Duration) {
+// returns the holder, or the time left on the lease that blocks it (zero
+// when the lock is free but a blocked Acquire call comes first). t is the
+// caller's place in the key's queue, nil for a TryAcquire: a new grant goes
+// to the first in the queue, while re-entries by an owner that holds the
+// lock are granted whoever waits. Callers hold b.mu.
+func (b *Backend) grant(req driver.Request, now time.Time, block uint64, t *ticket) (*holder, time.Duration) {
 	identity := req.ID
 	if req.Owner != "" {
 		identity = req.Owner
 	}
 	e := b.live(req.Key, now)
 	if e == nil {
+		if b.queuedAhead(req.Key, t) {
+			return nil, 0
+		}
 		e = &entry{} // shared is made by the first reader: most locks have none
 		b.locks[req.Key] = e
 	}
@@ -116,6 +152,9 @@ func (b *Backend) grant(req driver.Request, now time.Time, block uint64) (*holde
 			h.count++
 			h.expires = later(h.expires, expires)
 			return h, 0
+		}
+		if b.queuedAhead(req.Key, t) {
+			return nil, 0
 		}
 		h := b.newHolder(req.Key, identity, expires, block)
 		if e.shared == nil {
@@ -138,6 +177,9 @@ func (b *Backend) grant(req driver.Request, now time.Time, block uint64) (*holde
 			left = max(left, h.expires.Sub(now))
 		}
 		return nil, left
+	}
+	if b.queuedAhead(req.Key, t) {
+		return nil, 0
 	}
 	e.exclusive = b.newHolder(req.Key, identity, expires, block)
 	return e.exclusive, 0

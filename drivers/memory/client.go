@@ -48,22 +48,32 @@ func (c *client) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 	}
 	c.b.mu.Lock()
 	defer c.b.mu.Unlock()
-	h, left := c.b.grant(req, time.Now(), c.o.tokenBlock)
+	h, left := c.b.grant(req, time.Now(), c.o.tokenBlock, nil)
 	if h == nil {
 		return nil, &driver.LockedError{RetryAfter: left}
 	}
 	return c.newLease(req, h), nil
 }
 
-// acquire waits inside the backend until the lock is granted or ctx ends; a
-// waiter leaves no state behind, so cancelling is clean by construction.
+// acquire waits inside the backend until the lock is granted or ctx ends,
+// in the key's queue: a free lock goes to the call that has waited longest.
+// A call that ends leaves the queue, so cancelling leaves nothing behind.
 func (c *client) acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	t := &ticket{}
+	c.b.mu.Lock()
+	c.b.enqueue(req.Key, t)
+	c.b.mu.Unlock()
+	defer func() {
+		c.b.mu.Lock()
+		c.b.dequeue(req.Key, t)
+		c.b.mu.Unlock()
+	}()
 	for {
 		if err := c.enter(ctx); err != nil {
 			return nil, err
 		}
 		c.b.mu.Lock()
-		h, left := c.b.grant(req, time.Now(), c.o.tokenBlock)
+		h, left := c.b.grant(req, time.Now(), c.o.tokenBlock, t)
 		changed := c.b.changed
 		var l driver.Lease
 		if h != nil {
@@ -72,6 +82,16 @@ func (c *client) acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		c.b.mu.Unlock()
 		if l != nil {
 			return l, nil
+		}
+		if left <= 0 {
+			// Free, but an earlier call is first: its grant or its
+			// leaving the queue wakes us.
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-changed:
+			}
+			continue
 		}
 		timer := time.NewTimer(left)
 		select {

@@ -20,8 +20,10 @@
 // # Guarantees
 //
 // Fencing tokens rise by one per grant of a key (by the block size, with
-// WithTokenBlocks), for the life of the Backend (Restart keeps them). Readers may join while readers hold the key, so a
-// stream of readers can starve a writer.
+// WithTokenBlocks), for the life of the Backend (Restart keeps them).
+// Blocked Acquire calls wait in a queue per key, and a free lock goes to the
+// call that has waited longest; TryAcquire neither queues nor jumps the
+// queue. Readers join readers that hold the key only while nobody waits.
 package memory
 
 import (
