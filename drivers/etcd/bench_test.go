@@ -1,13 +1,9 @@
 package etcd
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +15,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/benchkit"
+	"github.com/dlock-go/dlock/internal/benchtargets"
 )
 
 // Benchmarks against the real server, figures not assertions. Targets: at
@@ -49,7 +46,7 @@ func benchTarget(b *testing.B) benchkit.Target {
 		MinTTL: time.Second,
 	}
 	if metrics := metricsURL(b); metrics != "" {
-		t.Requests = func() uint64 { return serverRequests(metrics) }
+		t.Requests = func() uint64 { return benchtargets.EtcdRequests(metrics) }
 	}
 	return t
 }
@@ -71,31 +68,6 @@ func metricsURL(tb testing.TB) string {
 		return ""
 	}
 	return "http://" + endpoints(tb)[0] + "/metrics"
-}
-
-// serverRequests returns how many gRPC messages the server has received
-// (each unary call is one; each keepalive, watch creation or cancellation on
-// a stream is one), from its Prometheus metrics. The scrape itself is HTTP,
-// not gRPC, so it does not count itself.
-func serverRequests(url string) uint64 {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	var n uint64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "grpc_server_msg_received_total{") || strings.Contains(line, "grpc.health") {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err == nil {
-			n += uint64(v)
-		}
-	}
-	return n
 }
 
 // contender is one party to a lock, for the comparison benchmarks.
@@ -226,11 +198,11 @@ func BenchmarkVersusMutex(b *testing.B) {
 				}
 			}
 			// Requests, apart: scraping the server's metrics loads it.
-			r0 := serverRequests(metrics)
+			r0 := benchtargets.EtcdRequests(metrics)
 			for range 100 {
 				once(b, ctx, dl[0])
 			}
-			requests := serverRequests(metrics) - r0
+			requests := benchtargets.EtcdRequests(metrics) - r0
 			closeD()
 			closeM()
 			d, m, r := p(times[0], 50), p(times[1], 50), p(times[2], 50)
@@ -310,7 +282,7 @@ func handoff(b *testing.B, im impl, waiters, rounds int, metrics string) ([]time
 	)
 	remaining.Store(int64(rounds))
 	start := time.Now()
-	r0 := serverRequests(metrics)
+	r0 := benchtargets.EtcdRequests(metrics)
 	for _, c := range cs {
 		wg.Go(func() {
 			for remaining.Add(-1) >= 0 {
@@ -335,7 +307,7 @@ func handoff(b *testing.B, im impl, waiters, rounds int, metrics string) ([]time
 		})
 	}
 	wg.Wait()
-	return lat, float64(serverRequests(metrics)-r0) / float64(rounds)
+	return lat, float64(benchtargets.EtcdRequests(metrics)-r0) / float64(rounds)
 }
 
 // contended runs goroutines contenders on clients clients, locking and
