@@ -41,6 +41,17 @@
 // the backend's own queue or notifications where it has them, and jittered,
 // expiry-aware polling otherwise.
 //
+// # Waiting inside one Client
+//
+// The goroutines of one Client that wait for the same lock share one backend
+// wait and are served in arrival order. An Unlock while another of them waits
+// hands the lock straight over: with no request at all where the driver
+// reserves a block of fencing tokens per grant (the next goroutine takes the
+// block's next token, so tokens still rise from holder to holder), in one
+// round trip where it can transfer a lock, and by a release otherwise. After
+// 8 handoffs in a row the lock is released, so that other clients get their
+// turn.
+//
 // # Errors
 //
 // Errors are comparable with errors.Is against the sentinels in this package
