@@ -30,12 +30,14 @@ type Driver struct {
 	closed  atomic.Bool
 	notify  *notifier
 	// self names this Driver in the waiters' queues (see scripts.go), and
-	// queued holds the locks (by name) whose queue it may be in: those it
-	// was refused as a waiter and has not been granted since, so that only
-	// a waiter that gives up pays a request to leave the queue.
+	// queued holds its stays in them (grant.go), by lock name: the locks
+	// whose queue it may be in, having been refused as a waiter and not
+	// granted since, so that only a waiter that gives up pays a request to
+	// leave the queue.
 	self     string
 	queuedMu sync.Mutex
-	queued   map[string]struct{}
+	queued   map[string]*stay
+	epochs   atomic.Uint64
 }
 
 var (
@@ -77,15 +79,17 @@ func newDriver(client goredis.UniversalClient, owned bool, o options) *Driver {
 		publish = "SPUBLISH" // to the lock's shard only
 	}
 	self := rand.Text()
-	return &Driver{
+	d := &Driver{
 		client:  client,
 		owned:   owned,
 		prefix:  o.prefix,
 		publish: publish,
 		notify:  newNotifier(client, self),
 		self:    self,
-		queued:  map[string]struct{}{},
+		queued:  map[string]*stay{},
 	}
+	d.notify.granted = d.announced
+	return d
 }
 
 // ValidateKey accepts every key the core accepts: Redis names are binary
@@ -118,11 +122,17 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 		return nil, err
 	}
 	n := namesOf(d.prefix, req.Key)
-	waiter := ""
+	waiter, epoch := "", uint64(0)
+	started := time.Now()
 	if req.Wait && req.Mode == driver.Exclusive && req.Owner == "" {
-		waiter = d.self // queue for the lock: see scripts.go
+		// Queue for the lock (see scripts.go), unless a release has
+		// granted it to this Driver already (grant.go).
+		if l := d.takeGrant(n, req, started); l != nil {
+			return l, nil
+		}
+		waiter, epoch = d.self, d.enterQueue(n)
 	}
-	g, err := acquire(ctx, d.client, n, req, waiter, blockFor(req))
+	g, err := acquire(ctx, d.client, n, req, waiter, blockFor(req), epoch)
 	if err != nil {
 		if mayHaveApplied(err) && !d.closed.Load() {
 			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.TTL)
@@ -134,8 +144,12 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 		}
 		return nil, d.opErr(err)
 	}
-	if waiter != "" {
-		d.markQueued(n, !g.ok)
+	switch {
+	case waiter == "":
+	case g.ok:
+		d.leaveQueue(n)
+	default:
+		d.refused(n, epoch, started, queueLife(req.TTL))
 	}
 	if !g.ok {
 		return nil, &driver.LockedError{RetryAfter: g.retry}
@@ -174,27 +188,20 @@ func (s *queuedSubscription) Close() error {
 		return nil
 	}
 	err := s.subscription.Close()
-	if s.d.closed.Load() || s.d.notify.watching(s.names.channel()) || !s.d.markQueued(s.names, false) {
+	if s.d.closed.Load() || s.d.notify.watching(s.names.channel()) {
+		return err
+	}
+	epoch, queued := s.d.leaveQueue(s.names)
+	if !queued {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	_ = leaveScript.Run(ctx, s.d.client, []string{s.names.waiters()}, s.d.self).Err() // a failure lapses
+	// A failure lapses: the entry, and any grant made to it, by their
+	// expiry.
+	_ = leaveScript.Run(ctx, s.d.client, []string{s.names.waiters(), s.names.lock, s.names.fence()},
+		s.d.self, s.names.channel(), s.d.publish, tokenBlock, epoch).Err()
 	return err
-}
-
-// markQueued records whether the Driver may be in the waiters' queue of
-// the lock n, and reports whether it may have been before.
-func (d *Driver) markQueued(n names, queued bool) bool {
-	d.queuedMu.Lock()
-	defer d.queuedMu.Unlock()
-	_, was := d.queued[n.lock]
-	if queued {
-		d.queued[n.lock] = struct{}{}
-	} else {
-		delete(d.queued, n.lock)
-	}
-	return was
 }
 
 // queueLife is how long a waiting Driver's queue entry lasts without a new
