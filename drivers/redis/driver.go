@@ -133,6 +133,9 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 		waiter, epoch = d.self, d.enterQueue(n)
 	}
 	g, err := acquire(ctx, d.client, n, req, waiter, blockFor(req), epoch)
+	if waiter != "" {
+		d.attempted(n, epoch, started, queueLife(req.TTL), err == nil && g.ok, err != nil)
+	}
 	if err != nil {
 		if mayHaveApplied(err) && !d.closed.Load() {
 			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.TTL)
@@ -143,13 +146,6 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 			return nil, ctxErr
 		}
 		return nil, d.opErr(err)
-	}
-	switch {
-	case waiter == "":
-	case g.ok:
-		d.leaveQueue(n)
-	default:
-		d.refused(n, epoch, started, queueLife(req.TTL))
 	}
 	if !g.ok {
 		return nil, &driver.LockedError{RetryAfter: g.retry}

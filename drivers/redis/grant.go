@@ -28,14 +28,15 @@ import (
 
 // stay is the Driver's current stay in one lock's queue.
 type stay struct {
-	epoch uint64
-	since time.Time     // start of the attempt that last renewed the entry
-	life  time.Duration // the entry's lifetime then
-	token uint64        // a grant the queue announced for this stay, or 0
+	epoch    uint64
+	since    time.Time     // start of the attempt that last renewed the entry
+	life     time.Duration // the entry's lifetime then
+	token    uint64        // a grant the queue announced for this stay, or 0
+	inflight int           // attempts of this stay under way, which may take the grant themselves
 }
 
 // enterQueue returns the epoch of the Driver's stay in n's queue, starting
-// one when it has none.
+// one when it has none, for an attempt that attempted must follow.
 func (d *Driver) enterQueue(n names) uint64 {
 	d.queuedMu.Lock()
 	defer d.queuedMu.Unlock()
@@ -44,15 +45,29 @@ func (d *Driver) enterQueue(n names) uint64 {
 		st = &stay{epoch: d.epochs.Add(1)}
 		d.queued[n.lock] = st
 	}
+	st.inflight++
 	return st.epoch
 }
 
-// refused records that an attempt of the stay epoch that started at since
-// was refused, its queue entry renewed for life.
-func (d *Driver) refused(n names, epoch uint64, since time.Time, life time.Duration) {
+// attempted records the outcome of an attempt of the stay epoch that
+// started at since: granted ends the stay; refused renews its entry for
+// life; failed (the outcome unknown) forgets an announced grant, which the
+// attempt may have taken (and TryAcquire then gave back): the next attempt
+// takes it, if it is still there, through the script.
+func (d *Driver) attempted(n names, epoch uint64, since time.Time, life time.Duration, granted, failed bool) {
 	d.queuedMu.Lock()
 	defer d.queuedMu.Unlock()
-	if st := d.queued[n.lock]; st != nil && st.epoch == epoch {
+	st := d.queued[n.lock]
+	if st == nil || st.epoch != epoch {
+		return
+	}
+	st.inflight--
+	switch {
+	case failed:
+		st.token = 0
+	case granted:
+		delete(d.queued, n.lock)
+	default:
 		st.since, st.life = since, life
 	}
 }
@@ -87,12 +102,14 @@ func (d *Driver) announced(channel string, token, epoch uint64) {
 
 // takeGrant returns the lease of a grant announced for the Driver's stay in
 // n's queue, ending the stay, or nil when there is none with validity left
-// at now.
+// at now. While an attempt of the stay is under way it takes nothing: that
+// attempt may take the grant itself (the acquire script does, for its own
+// stay), and a grant must have one taker.
 func (d *Driver) takeGrant(n names, req driver.Request, now time.Time) *lease {
 	d.queuedMu.Lock()
 	defer d.queuedMu.Unlock()
 	st := d.queued[n.lock]
-	if st == nil || st.token == 0 || st.since.IsZero() {
+	if st == nil || st.token == 0 || st.since.IsZero() || st.inflight > 0 {
 		return nil
 	}
 	validity := st.since.Add(st.life).Sub(now)
