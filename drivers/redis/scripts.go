@@ -95,11 +95,16 @@ local function load(key, now, raw)
   return s
 end
 
+-- holdValue is a hold's field value, "EXPIRY TOKEN OWNER", as load reads it.
+local function holdValue(exp, tok, owner)
+  return string.format('%.0f %.0f ', exp, tok) .. owner
+end
+
 local function put(s, id, exp, tok, owner)
   if not s.holds[id] then s.n = s.n + 1 end
   s.holds[id] = {exp, tok, owner}
   s.hset[#s.hset + 1] = 'h:' .. id
-  s.hset[#s.hset + 1] = string.format('%.0f %.0f ', exp, tok) .. owner
+  s.hset[#s.hset + 1] = holdValue(exp, tok, owner)
 end
 
 local function drop(s, id)
@@ -192,7 +197,7 @@ local function pass(lkey, fkey, qkey, channel, pubcmd, us, now, block)
     if token then
       local tok = string.format('%.0f', token)
       redis.call('HSET', lkey, 'mode', 'x', 'h:q:' .. head .. ':' .. hepoch .. ':' .. tok,
-        string.format('%.0f ', hexp) .. tok .. ' ')
+        holdValue(hexp, token, ''))
       redis.call('PEXPIRE', lkey, hexp - now)
       redis.call('HDEL', qkey, head)
       redis.call(pubcmd, channel, head .. ' ' .. tok .. ' ' .. hepoch)
@@ -306,7 +311,7 @@ if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
   local token, err = advance(KEYS[2], us, tonumber(ARGV[8] or '1'))
   if not token then return err end
   redis.call('HSET', KEYS[1], 'mode', ARGV[3],
-    'h:' .. ARGV[1], string.format('%.0f %.0f ', now + tonumber(ARGV[2]), token) .. ARGV[4])
+    'h:' .. ARGV[1], holdValue(now + tonumber(ARGV[2]), token, ARGV[4]))
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, token, 0}
 end
