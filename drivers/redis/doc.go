@@ -37,24 +37,17 @@
 // notifications, so a lost message costs latency, never correctness.
 //
 // Waiting is fair across clients: a Driver whose Lock is refused joins a
-// FIFO queue of Drivers kept beside the lock (PREFIX{T}:waiters), and a
-// free lock goes only to the queue's head. A release that frees the lock
-// grants it to the head in the same script, until the head's queue entry
-// would have lapsed, and its message tells the head: that Driver alone
-// wakes, and hands the lock to its waiting goroutine with no request of its
-// own, so a handoff between processes costs the release and its message.
-// The head's Driver then extends the grant as any lease. A queued Driver
-// renews its entry at each attempt and comes back at least every third of
-// its lifetime (the lock's TTL, at most 2 s); the entry of a Driver that
-// crashed lapses, and so does a grant made to it, so it holds the queue up
-// for at most that lifetime. A Driver whose waiters all give up leaves the
-// queue, and passes on a grant it has not taken. Each stay in the queue has
-// an epoch, carried by the grant, so that a Driver never takes a grant made
-// for an earlier stay. TryLock, read locks and reentrant requests do not
-// queue, and TryLock is refused a free lock while Drivers are queued for it.
-// A lock that expires instead of being released publishes nothing; the
-// core's polling never sleeps past the holder's remaining TTL, which
-// TryAcquire reports.
+// FIFO queue of Drivers kept beside the lock (PREFIX{T}:waiters); a free
+// lock goes only to the queue's head, and the release's message names the
+// head, so only that Driver's waiters wake: one retry per handoff however
+// many processes wait, where waking every waiter would cost one each. A
+// queued Driver renews its entry at each attempt and comes back at least
+// every third of its lifetime (the lock's TTL, at most 2 s); the entry of a
+// Driver that crashed lapses, so it holds the queue up for at most that
+// lifetime. TryLock, read locks and reentrant requests do not queue, and
+// TryLock is refused a free lock while Drivers are queued for it. A lock that expires instead of being released
+// publishes nothing; the core's polling never sleeps past the holder's
+// remaining TTL, which TryAcquire reports.
 //
 // Reentrant locks follow the owner → count design of a Redis hash, with one
 // field per entry instead of a count: a request whose Owner already holds

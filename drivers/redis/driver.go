@@ -30,14 +30,12 @@ type Driver struct {
 	closed  atomic.Bool
 	notify  *notifier
 	// self names this Driver in the waiters' queues (see scripts.go), and
-	// queued holds its stays in them (grant.go), by lock name: the locks
-	// whose queue it may be in, having been refused as a waiter and not
-	// granted since, so that only a waiter that gives up pays a request to
-	// leave the queue.
+	// queued holds the locks (by name) whose queue it may be in: those it
+	// was refused as a waiter and has not been granted since, so that only
+	// a waiter that gives up pays a request to leave the queue.
 	self     string
 	queuedMu sync.Mutex
-	queued   map[string]*stay
-	epochs   atomic.Uint64
+	queued   map[string]struct{}
 }
 
 var (
@@ -79,17 +77,15 @@ func newDriver(client goredis.UniversalClient, owned bool, o options) *Driver {
 		publish = "SPUBLISH" // to the lock's shard only
 	}
 	self := rand.Text()
-	d := &Driver{
+	return &Driver{
 		client:  client,
 		owned:   owned,
 		prefix:  o.prefix,
 		publish: publish,
 		notify:  newNotifier(client, self),
 		self:    self,
-		queued:  map[string]*stay{},
+		queued:  map[string]struct{}{},
 	}
-	d.notify.granted = d.announced
-	return d
 }
 
 // ValidateKey accepts every key the core accepts: Redis names are binary
@@ -122,20 +118,11 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 		return nil, err
 	}
 	n := namesOf(d.prefix, req.Key)
-	waiter, epoch := "", uint64(0)
-	started := time.Now()
+	waiter := ""
 	if req.Wait && req.Mode == driver.Exclusive && req.Owner == "" {
-		// Queue for the lock (see scripts.go), unless a release has
-		// granted it to this Driver already (grant.go).
-		if l := d.takeGrant(n, req, started); l != nil {
-			return l, nil
-		}
-		waiter, epoch = d.self, d.enterQueue(n)
+		waiter = d.self // queue for the lock: see scripts.go
 	}
-	g, err := acquire(ctx, d.client, n, req, waiter, blockFor(req), epoch)
-	if waiter != "" {
-		d.attempted(n, epoch, started, queueLife(req.TTL), err == nil && g.ok, err != nil)
-	}
+	g, err := acquire(ctx, d.client, n, req, waiter, blockFor(req))
 	if err != nil {
 		if mayHaveApplied(err) && !d.closed.Load() {
 			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.TTL)
@@ -146,6 +133,9 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 			return nil, ctxErr
 		}
 		return nil, d.opErr(err)
+	}
+	if waiter != "" {
+		d.markQueued(n, !g.ok)
 	}
 	if !g.ok {
 		return nil, &driver.LockedError{RetryAfter: g.retry}
@@ -184,20 +174,27 @@ func (s *queuedSubscription) Close() error {
 		return nil
 	}
 	err := s.subscription.Close()
-	if s.d.closed.Load() || s.d.notify.watching(s.names.channel()) {
-		return err
-	}
-	epoch, queued := s.d.leaveQueue(s.names)
-	if !queued {
+	if s.d.closed.Load() || s.d.notify.watching(s.names.channel()) || !s.d.markQueued(s.names, false) {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	// A failure lapses: the entry, and any grant made to it, by their
-	// expiry.
-	_ = leaveScript.Run(ctx, s.d.client, []string{s.names.waiters(), s.names.lock, s.names.fence()},
-		s.d.self, s.names.channel(), s.d.publish, tokenBlock, epoch).Err()
+	_ = leaveScript.Run(ctx, s.d.client, []string{s.names.waiters()}, s.d.self).Err() // a failure lapses
 	return err
+}
+
+// markQueued records whether the Driver may be in the waiters' queue of
+// the lock n, and reports whether it may have been before.
+func (d *Driver) markQueued(n names, queued bool) bool {
+	d.queuedMu.Lock()
+	defer d.queuedMu.Unlock()
+	_, was := d.queued[n.lock]
+	if queued {
+		d.queued[n.lock] = struct{}{}
+	} else {
+		delete(d.queued, n.lock)
+	}
+	return was
 }
 
 // queueLife is how long a waiting Driver's queue entry lasts without a new

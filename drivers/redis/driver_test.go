@@ -200,11 +200,11 @@ func TestAcquireResendIsGranted(t *testing.T) {
 	n := namesOf(DefaultKeyPrefix, testKey(t))
 	for _, mode := range []driver.Mode{driver.Exclusive, driver.Shared} {
 		req := driver.Request{Key: "unused", ID: newID(), TTL: 5 * time.Second, Mode: mode}
-		first, err := acquire(ctxFor(t), rdb, n, req, "", blockFor(req), 0)
+		first, err := acquire(ctxFor(t), rdb, n, req, "", blockFor(req))
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := acquire(ctxFor(t), rdb, n, req, "", blockFor(req), 0)
+		again, err := acquire(ctxFor(t), rdb, n, req, "", blockFor(req))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,10 +14,7 @@ type names struct {
 func (n names) fence() string { return n.lock + ":fence" }
 
 // channel is where Release publishes, for the key's waiters.
-func (n names) channel() string { return n.lock + channelSuffix }
-
-// channelSuffix makes a lock's channel name from its name.
-const channelSuffix = ":released"
+func (n names) channel() string { return n.lock + ":released" }
 
 // waiters is the queue of Drivers waiting for the lock (see scripts.go).
 func (n names) waiters() string { return n.lock + ":waiters" }

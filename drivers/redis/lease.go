@@ -84,11 +84,10 @@ func modeArg(m driver.Mode) string {
 }
 
 // acquire runs the acquire script for req on one server; a new grant
-// reserves block fencing tokens, and a refused waiter renews its queue
-// entry for its stay epoch.
-func acquire(ctx context.Context, c goredis.Scripter, n names, req driver.Request, waiter string, block, epoch uint64) (grant, error) {
+// reserves block fencing tokens.
+func acquire(ctx context.Context, c goredis.Scripter, n names, req driver.Request, waiter string, block uint64) (grant, error) {
 	res, err := acquireScript.Run(ctx, c, []string{n.lock, n.fence(), n.waiters()},
-		req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL), waiter, millis(queueLife(req.TTL)), block, epoch).Int64Slice()
+		req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL), waiter, millis(queueLife(req.TTL)), block).Int64Slice()
 	if err != nil {
 		return grant{}, err
 	}
@@ -116,6 +115,6 @@ func fence(ctx context.Context, c goredis.Scripter, n names, id string, token, b
 // release runs the release script for hold id on one server: for Release,
 // and for TryAcquire giving back a grant whose reply it could not wait for.
 func release(ctx context.Context, c goredis.Scripter, n names, id, publish string) (bool, error) {
-	ok, err := releaseScript.Run(ctx, c, []string{n.lock, n.waiters(), n.fence()}, id, n.channel(), publish, tokenBlock).Int64()
+	ok, err := releaseScript.Run(ctx, c, []string{n.lock, n.waiters()}, id, n.channel(), publish).Int64()
 	return ok == 1, err
 }

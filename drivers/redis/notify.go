@@ -63,9 +63,6 @@ type notifier struct {
 	// message names another Driver wakes nobody here (see scripts.go).
 	self    string
 	sharded bool // Cluster: SSUBSCRIBE, one connection per channel
-	// granted learns of a grant that a release made to this Driver (its
-	// message "SELF TOKEN EPOCH", see grant.go); set before any subscribe.
-	granted func(channel string, token, epoch uint64)
 
 	// cmdMu serialises membership changes with the SUBSCRIBE or UNSUBSCRIBE
 	// each causes, so that the server receives the commands in the order of
@@ -338,11 +335,6 @@ func (n *notifier) receive(key string, c *psConn) {
 		switch m := msg.(type) {
 		case *goredis.Message:
 			if m.Payload == "" || m.Payload == n.self {
-				n.wake(m.Channel)
-			} else if name, token, epoch, ok := parseGrant(m.Payload); ok && n.self != "" && name == n.self {
-				if n.granted != nil {
-					n.granted(m.Channel, token, epoch)
-				}
 				n.wake(m.Channel)
 			}
 		case *goredis.Subscription:

@@ -199,7 +199,7 @@ func (r *RedLock) TryAcquire(ctx context.Context, req driver.Request) (driver.Le
 	grants := make([]grant, len(r.nodes))
 	errs := make([]error, len(r.nodes))
 	r.each(ctx, timeout, nil, func(ctx context.Context, i int, nd *rlNode) {
-		grants[i], errs[i] = acquire(ctx, nd.client, n, req, "", blockFor(req), 0) // RedLock does not queue
+		grants[i], errs[i] = acquire(ctx, nd.client, n, req, "", blockFor(req)) // RedLock does not queue
 	})
 	granted := make([]bool, len(r.nodes))
 	ok, again, refused := 0, 0, 0

@@ -144,79 +144,38 @@ local function advance(key, us, block)
 end
 
 -- The waiters' queue, a hash at its own key: one field per Driver that
--- waits for the lock (Lock, not TryLock), "SEQ EXPIRY EPOCH", SEQ the
--- server's µs at its first refusal (the queue's order), EXPIRY the
--- millisecond its entry lapses unless a new attempt renews it, and EPOCH
--- the Driver's name for this stay in the queue. A release that frees the
--- lock grants it to the queue's head at once (pass), and its message tells
--- the head so; the head's Driver then holds it without a request of its
--- own. An entry lapses when its Driver stops asking (a crash), and so does
--- a grant to it, so a dead head delays the others by one entry lifetime at
--- most.
+-- waits for the lock (Lock, not TryLock), "SEQ EXPIRY", SEQ the server's
+-- µs at its first refusal (the queue's order) and EXPIRY the millisecond
+-- its entry lapses unless a new attempt renews it. A free lock goes to the
+-- queue's head only; a release names the head in its message, so only that
+-- Driver's waiters wake. An entry lapses when its Driver stops asking (a
+-- crash), so a dead head delays the others by one entry lifetime at most.
 
--- qhead returns the queue's head, with its entry's expiry and epoch (nil
--- for an entry written by an older version, which gets no grant), deleting
--- lapsed entries, or nil.
+-- qhead returns the queue's head, deleting lapsed entries, or nil.
 local function qhead(qkey, now)
   local raw = redis.pcall('HGETALL', qkey)
   if raw.err then return nil end
-  local head, hseq, hexp, hepoch
+  local head, hseq
   for i = 1, #raw, 2 do
-    local seq, exp, epoch = string.match(raw[i + 1], '^(%d+) (%d+) ?(%d*)$')
+    local seq, exp = string.match(raw[i + 1], '^(%d+) (%d+)$')
     seq, exp = tonumber(seq), tonumber(exp)
     if not seq or exp <= now then
       redis.call('HDEL', qkey, raw[i])
     elseif not head or seq < hseq then
-      head, hseq, hexp, hepoch = raw[i], seq, exp, epoch
+      head, hseq = raw[i], seq
     end
   end
-  if hepoch == '' then hepoch = nil end
-  return head, hexp, hepoch
+  return head
 end
 
 -- enqueue adds waiter at the queue's tail, or renews its entry in place.
-local function enqueue(qkey, waiter, us, now, life, epoch)
+local function enqueue(qkey, waiter, us, now, life)
   local cur = redis.call('HGET', qkey, waiter)
   local seq = cur and string.match(cur, '^(%d+) ') or string.format('%.0f', us)
-  redis.call('HSET', qkey, waiter, seq .. ' ' .. string.format('%.0f', now + life) .. ' ' .. epoch)
+  redis.call('HSET', qkey, waiter, seq .. ' ' .. string.format('%.0f', now + life))
   if redis.call('PTTL', qkey) < life then
     redis.call('PEXPIRE', qkey, life)
   end
-end
-
--- pass announces that the lock at lkey is free (its key gone). When the
--- queue has a head that can take a grant, the lock is granted to it at once,
--- until its queue entry would have lapsed, as the hold "q:HEAD:EPOCH:TOKEN" with
--- a new block of tokens, and the message "HEAD TOKEN EPOCH" tells it; the
--- head's Driver extends it from there. Otherwise the message is the head's
--- name, or empty when nobody is queued (every waiter wakes).
-local function pass(lkey, fkey, qkey, channel, pubcmd, us, now, block)
-  local head, hexp, hepoch = qhead(qkey, now)
-  if head and hepoch then
-    local token = advance(fkey, us, block)
-    if token then
-      local tok = string.format('%.0f', token)
-      redis.call('HSET', lkey, 'mode', 'x', 'h:q:' .. head .. ':' .. hepoch .. ':' .. tok,
-        holdValue(hexp, token, ''))
-      redis.call('PEXPIRE', lkey, hexp - now)
-      redis.call('HDEL', qkey, head)
-      redis.call(pubcmd, channel, head .. ' ' .. tok .. ' ' .. hepoch)
-      return
-    end
-  end
-  redis.call(pubcmd, channel, head or '')
-end
-
--- granted returns the hold that pass made for waiter's stay epoch in the
--- queue, if it is the lock's only hold: its id and its fields. A grant of
--- another stay is not the caller's to take: the Driver may have taken it
--- already, on its message.
-local function granted(s, waiter, epoch)
-  if waiter == '' or s.n ~= 1 then return nil end
-  local id, h = next(s.holds)
-  local prefix = 'q:' .. waiter .. ':' .. epoch .. ':'
-  if string.sub(id, 1, #prefix) == prefix then return id, h end
-  return nil
 end
 
 local function chunked(cmd, key, list)
@@ -257,8 +216,7 @@ end
 // waiting Driver's queue name (empty for a TryLock, a read lock, a
 // reentrant lock, and RedLock), ARGV[7] its queue entry's lifetime in
 // milliseconds, ARGV[8] how many tokens a new grant reserves (its block;
-// see driver.TokenBlocker), ARGV[9] the waiting Driver's epoch in the
-// queue (see pass). Returns {1, token, again} when granted
+// see driver.TokenBlocker). Returns {1, token, again} when granted
 // (again is 1 when the request joined a hold that was already there: a
 // re-entry or a resend, 0 for a new grant), {0, ms, 0} when refused, ms being how long the holder's lease still runs (-1 for a
 // stranger's key without expiry), or an error when the counter cannot be
@@ -288,9 +246,6 @@ end
 //     the queue); a waiting Driver that is refused joins the queue, or
 //     renews its entry, and is told to come back within a third of the
 //     entry's lifetime. Read locks and reentrant requests do not queue;
-//   - a lock that a release granted to the request's Driver in its current
-//     stay in the queue (pass), and that it has not taken on the release's
-//     message yet, is taken by the request, with its token;
 //   - each new grant (not a re-entry) gets the token max(counter+1, server
 //     time in µs) and advances the counter to the end of its block
 //     (token+ARGV[8]-1), so no other grant is issued a token of the block:
@@ -323,13 +278,12 @@ end
 local id, ttl, mode, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local waiter, life = ARGV[6] or '', tonumber(ARGV[7] or '0')
 local block = tonumber(ARGV[8] or '1')
-local epoch = ARGV[9] or '0'
 local exp = now + ttl
 -- refuse says no, queueing a waiting Driver, which then comes back before
 -- its entry lapses.
 local function refuse(ms)
   if waiter ~= '' then
-    enqueue(KEYS[3], waiter, us, now, life, epoch)
+    enqueue(KEYS[3], waiter, us, now, life)
     ms = math.min(ms, math.floor(life / 3))
   end
   return {0, math.max(ms, 1), 0}
@@ -339,15 +293,6 @@ if mine then
   put(s, id, exp, mine[2], mine[3])
   save(KEYS[1], s, now)
   return {1, mine[2], 1}
-end
--- A release granted the lock to this Driver (pass) before it heard: the
--- request takes that grant, with its token.
-local gid, g = granted(s, waiter, epoch)
-if gid then
-  drop(s, gid)
-  put(s, id, exp, g[2], '')
-  save(KEYS[1], s, now)
-  return {1, g[2], 0}
 end
 if s.n > 0 then
   if mode == 'x' then
@@ -460,11 +405,10 @@ return 1
 // releaseScript removes one hold, if it is still there, and wakes the key's
 // waiters when that frees the lock.
 //
-// KEYS[1] lock, KEYS[2] waiters' queue, KEYS[3] fencing counter; ARGV[1]
-// request ID, ARGV[2] the lock's channel, ARGV[3] the publishing command
-// (PUBLISH, or SPUBLISH on a Cluster), ARGV[4] how many tokens a grant to
-// the queue's head reserves. A release that frees the lock passes it to the
-// queue's head (pass), whose waiters alone wake. Returns 1 when
+// KEYS[1] lock, KEYS[2] waiters' queue; ARGV[1] request ID, ARGV[2] the
+// lock's channel, ARGV[3] the publishing command (PUBLISH, or SPUBLISH on a
+// Cluster). The message is the queue's head, whose waiters alone wake, or
+// empty when nobody is queued (every waiter wakes). Returns 1 when
 // released, 0 when the hold expired, was released, or the key belongs to a
 // stranger (and then changes nothing and publishes nothing). Publishing in
 // the same script means a waiter can never be woken before the lock is
@@ -482,25 +426,23 @@ if #raw == 4 then
   local mode, mine = f['mode'], f['h:' .. ARGV[1]]
   if (mode == 'x' or mode == 's') and mine and string.match(mine, '^%d+ %d+ ') then
     redis.call('DEL', KEYS[1])
+    local head = ''
     if redis.call('EXISTS', KEYS[2]) == 1 then
-      local us, now = clock()
-      pass(KEYS[1], KEYS[3], KEYS[2], ARGV[2], ARGV[3], us, now, tonumber(ARGV[4] or '1'))
-    else
-      redis.call(ARGV[3], ARGV[2], '')
+      local _, now = clock()
+      head = qhead(KEYS[2], now) or ''
     end
+    redis.call(ARGV[3], ARGV[2], head)
     return 1
   end
 end
-local us, now = clock()
+local _, now = clock()
 local s = load(KEYS[1], now, raw)
 if not (s and s.holds[ARGV[1]]) then
   return 0
 end
 drop(s, ARGV[1])
 save(KEYS[1], s, now)
-if s.n == 0 and s.wait <= now then
-  pass(KEYS[1], KEYS[3], KEYS[2], ARGV[2], ARGV[3], us, now, tonumber(ARGV[4] or '1'))
-elseif s.n == 0 then
+if s.n == 0 then
   redis.call(ARGV[3], ARGV[2], qhead(KEYS[2], now) or '')
 end
 return 1
@@ -549,29 +491,12 @@ return {1, token}
 `)
 
 // leaveScript takes a Driver out of a lock's waiters' queue when its last
-// waiter gave up, and passes on a grant that a release made to it
-// meanwhile (see pass), which nobody will use.
+// waiter gave up. It is a script rather than a plain HDEL only so that the
+// server counts it among the driver's requests (commandstats counts a
+// script's own commands too, so only the scripts' calls measure requests).
 //
-// KEYS[1] waiters' queue, KEYS[2] lock, KEYS[3] fencing counter; ARGV[1]
-// the Driver's name in the queue, ARGV[2] the lock's channel, ARGV[3] the
-// publishing command, ARGV[4] how many tokens a grant reserves, ARGV[5] the
-// epoch of the stay that ends.
-var leaveScript = goredis.NewScript(prelude + `
-redis.call('HDEL', KEYS[1], ARGV[1])
-local us, now = clock()
-local s = load(KEYS[2], now)
-local gid = s and granted(s, ARGV[1], ARGV[5])
-if gid then
-  drop(s, gid)
-  save(KEYS[2], s, now)
-  if s.wait <= now then
-    pass(KEYS[2], KEYS[3], KEYS[1], ARGV[2], ARGV[3], us, now, tonumber(ARGV[4]))
-  else
-    redis.call(ARGV[3], ARGV[2], qhead(KEYS[1], now) or '')
-  end
-end
-return 1
-`)
+// KEYS[1] waiters' queue; ARGV[1] the Driver's name in it.
+var leaveScript = goredis.NewScript(`return redis.call('HDEL', KEYS[1], ARGV[1])`)
 
 // inspectScript describes the lock without changing it.
 //
