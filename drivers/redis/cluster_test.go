@@ -40,6 +40,9 @@ func TestCluster(t *testing.T) {
 	t.Run("ShardedNotifications", c.testShardedNotifications)
 	t.Run("KeysOnEveryShard", c.testKeysOnEveryShard)
 	t.Run("SubscriptionFollowsSlot", c.testSubscriptionFollowsSlot)
+	t.Run("NoDoubleGrantUnderRandomDeadlines", func(t *testing.T) {
+		checkNoDoubleGrant(t, func(t *testing.T) driver.Driver { return c.open(t) })
+	})
 	t.Run("NoGoroutineLeak", c.testNoGoroutineLeak)
 }
 

@@ -39,13 +39,16 @@
 // Waiting is fair across clients: a Driver whose Lock is refused joins a
 // FIFO queue of Drivers kept beside the lock (PREFIX{T}:waiters); a free
 // lock goes only to the queue's head, and the release's message names the
-// head, so only that Driver's waiters wake: one retry per handoff however
-// many processes wait, where waking every waiter would cost one each. A
-// queued Driver renews its entry at each attempt and comes back at least
-// every third of its lifetime (the lock's TTL, at most 2 s); the entry of a
-// Driver that crashed lapses, so it holds the queue up for at most that
-// lifetime. TryLock, read locks and reentrant requests do not queue, and
-// TryLock is refused a free lock while Drivers are queued for it. A lock that expires instead of being released
+// head, so only that Driver's waiters wake, and it acquires with a request
+// of its own: a handoff between processes costs the release, its message
+// and that request however many processes wait, where waking every waiter
+// would cost a request each. A queued Driver renews its entry at each
+// attempt, whatever refused it (a holder, or a stranger's value at the
+// lock's name), and comes back at least every third of its lifetime (the
+// lock's TTL, at most 2 s); the entry of a Driver that crashed lapses, so
+// it holds the queue up for at most that lifetime. TryLock, read locks and
+// reentrant requests do not queue, and TryLock is refused a free lock while
+// Drivers are queued for it. A lock that expires instead of being released
 // publishes nothing; the core's polling never sleeps past the holder's
 // remaining TTL, which TryAcquire reports.
 //
@@ -103,6 +106,30 @@
 // waiters on that master (PUBSUB SHARDNUMSUB).
 //
 // # Guarantees
+//
+// One invariant keeps a lock from two holders, on a single server, a Cluster
+// and RedLock alike: a lease exists only for a hold that the server (on
+// RedLock, each master of a majority) confirmed in its reply to this very
+// request, by the request's ID, and its validity is the TTL counted from
+// the moment that request was sent, never from anything the driver
+// remembers or hears later, so the holder's deadline comes before the
+// server lets the hold go. Pub/sub messages, the waiters' queue and the
+// core's polling only say when to ask again: a message never grants, so a
+// lost, late or duplicated one costs latency, never a second holder. A
+// request whose outcome is unknown (its context ended, its connection broke
+// after it was sent) may have been applied, so it is released by its ID
+// before the caller sees the error (on RedLock, on every master, as is a
+// grant short of a majority or of validity); a resend of it by go-redis
+// finds its hold by the ID and renews it, and a hold whose release fails
+// belongs to nobody and expires by its TTL. A Cluster's MOVED and ASK
+// replies say the script did not run, and the scripts fail before their
+// first write, so only the loss of a reply leaves an outcome unknown. Extend
+// and Release act only on the hold of their own ID, so a holder whose lease
+// expired never touches its successor's. Token blocks follow the same rule:
+// the script that makes a grant reserves its 16 tokens (on RedLock the
+// block is written back to a majority before the grant is reported), so the
+// core's handoff to the Client's other goroutines uses tokens no other grant
+// gets, over the same hold and under the same deadline.
 //
 // A lock is one hash, whose holds (a grant, a reentrant entry, a reader) are
 // fields named by the request ID, 128 random bits: Extend and Release act

@@ -112,7 +112,8 @@ func (d *Driver) Features() driver.Features {
 // When the script's outcome is unknown (ctx ended or the connection failed
 // after it was sent), it may have been applied: the hold is then released by
 // req.ID, with a context that outlives ctx but not the TTL, before the error
-// is returned, so that nothing is left behind.
+// is returned, so that nothing is left behind. A lease is made only from the
+// script's own reply: see "Guarantees" in the package documentation.
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	if err := d.enter(ctx); err != nil {
 		return nil, err
@@ -128,6 +129,11 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.TTL)
 			_, _ = release(cleanup, d.client, n, req.ID, d.publish)
 			cancel()
+			if waiter != "" {
+				// A refusal may have queued the Driver: its last waiter
+				// to give up must then leave the queue.
+				d.markQueued(n, true)
+			}
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr

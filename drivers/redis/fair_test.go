@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -175,4 +176,94 @@ func TestFreeLockGoesToQueueHead(t *testing.T) {
 	}
 	waitQueued(t, key, 0)
 	_ = l.Release(ctx)
+}
+
+// A release frees the lock and only wakes the queue's head: the lock stays
+// free, and not granted to anyone, until the head's own request takes it,
+// so that no lease is ever made from a message.
+func TestReleaseOnlyWakesQueueHead(t *testing.T) {
+	rdb := newRDB(t)
+	holder, head := newTestDriver(t, rdb), newTestDriver(t, rdb)
+	key := testKey(t)
+	n := namesOf(DefaultKeyPrefix, key)
+	ctx := ctxFor(t)
+	held := mustAcquire(t, holder, reqFor(key, 5*time.Second))
+	waiting := reqFor(key, 5*time.Second)
+	waiting.Wait = true
+	if _, err := head.TryAcquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("waiting request while held: got %v, want ErrLocked", err)
+	}
+	sub, err := head.Subscribe(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	waken(sub, 10*time.Second) // the subscription's confirmation
+
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !waken(sub, 10*time.Second) {
+		t.Fatal("the queue's head was not woken by the release")
+	}
+	if got, err := rdb.Exists(ctx, n.lock).Result(); err != nil || got != 0 {
+		t.Fatalf("the lock's key exists after its only hold was released (%v): a release must not grant", err)
+	}
+	waitQueued(t, key, 1) // still queued: only its own request takes the lock
+	l, err := head.TryAcquire(ctx, waiting)
+	if err != nil {
+		t.Fatalf("the head's own request: %v", err)
+	}
+	if l.Token() <= held.Token() {
+		t.Errorf("token %d after %d, want greater", l.Token(), held.Token())
+	}
+	waitQueued(t, key, 0)
+	_ = l.Release(ctx)
+}
+
+// A waiting Driver refused because a stranger's value sits at the lock's
+// name (an operator's, or an older layout's) is queued, or its entry
+// renewed, as by any refusal, and is told to come back before the entry
+// lapses, also when the value has no expiry.
+func TestStrangerRefusalRenewsQueueEntry(t *testing.T) {
+	rdb := newRDB(t)
+	d := newTestDriver(t, rdb)
+	ctx := ctxFor(t)
+	const ttl = 1500 * time.Millisecond // a queue entry's lifetime: the TTL, at most 2 s
+	for _, pexpire := range []time.Duration{time.Minute, 0} {
+		key := testKey(t)
+		n := namesOf(DefaultKeyPrefix, key)
+		if err := rdb.Set(ctx, n.lock, "stranger", pexpire).Err(); err != nil {
+			t.Fatal(err)
+		}
+		req := reqFor(key, ttl)
+		req.Wait = true
+		var expiries []string
+		for range 2 {
+			_, err := d.TryAcquire(ctx, req)
+			le, ok := errors.AsType[*driver.LockedError](err)
+			if !ok {
+				t.Fatalf("stranger's value (expiry %v): got %v, want a LockedError", pexpire, err)
+			}
+			if le.RetryAfter <= 0 || le.RetryAfter > queueLife(ttl)/3 {
+				t.Errorf("stranger's value (expiry %v): RetryAfter %v, want within a third of the entry's lifetime, (0, %v]", pexpire, le.RetryAfter, queueLife(ttl)/3)
+			}
+			entry, err := rdb.HGet(ctx, n.waiters(), d.self).Result()
+			if err != nil {
+				t.Fatalf("stranger's value (expiry %v): the waiter's queue entry: %v", pexpire, err)
+			}
+			expiries = append(expiries, entry)
+			time.Sleep(2 * time.Millisecond) // the server's clock moves on: a renewal shows as a later expiry
+		}
+		var seq0, exp0, seq1, exp1 int64
+		if _, err := fmt.Sscanf(expiries[0]+" "+expiries[1], "%d %d %d %d", &seq0, &exp0, &seq1, &exp1); err != nil {
+			t.Fatalf("queue entries %q: %v", expiries, err)
+		}
+		if seq1 != seq0 || exp1 <= exp0 {
+			t.Errorf("stranger's value (expiry %v): queue entry %q then %q, want the same place with a later expiry", pexpire, expiries[0], expiries[1])
+		}
+		if v, _ := rdb.Get(ctx, n.lock).Result(); v != "stranger" {
+			t.Errorf("the stranger's value became %q", v)
+		}
+	}
 }

@@ -54,6 +54,9 @@ func TestRedLock(t *testing.T) {
 	t.Run("ReentryAcrossMasters", g.testReentryAcrossMasters)
 	t.Run("DuplicateMasters", g.testDuplicateMasters)
 	t.Run("ExtendBatchAndInspect", g.testBatchAndInspect)
+	t.Run("NoDoubleGrantUnderRandomDeadlines", func(t *testing.T) {
+		checkNoDoubleGrant(t, func(t *testing.T) driver.Driver { return g.open(t, "") })
+	})
 	t.Run("NoGoroutineLeak", g.testNoGoroutineLeak)
 }
 

@@ -218,9 +218,11 @@ end
 // milliseconds, ARGV[8] how many tokens a new grant reserves (its block;
 // see driver.TokenBlocker). Returns {1, token, again} when granted
 // (again is 1 when the request joined a hold that was already there: a
-// re-entry or a resend, 0 for a new grant), {0, ms, 0} when refused, ms being how long the holder's lease still runs (-1 for a
-// stranger's key without expiry), or an error when the counter cannot be
-// advanced exactly (and then nothing was written).
+// re-entry or a resend, 0 for a new grant), {0, ms, 0} when refused, ms
+// being how long the holder's lease still runs (-1 for a stranger's key
+// without expiry), at most a third of the queue entry's lifetime for a
+// waiting Driver, or an error when the counter cannot be advanced exactly
+// (and then nothing was written).
 //
 // Rules, in order:
 //   - a hold with this request ID is granted again, with its token and a
@@ -245,7 +247,8 @@ end
 //     queue is empty or the request's Driver is its head (and then leaves
 //     the queue); a waiting Driver that is refused joins the queue, or
 //     renews its entry, and is told to come back within a third of the
-//     entry's lifetime. Read locks and reentrant requests do not queue;
+//     entry's lifetime, also when the refusal is a stranger's value at
+//     the lock's name. Read locks and reentrant requests do not queue;
 //   - each new grant (not a re-entry) gets the token max(counter+1, server
 //     time in µs) and advances the counter to the end of its block
 //     (token+ARGV[8]-1), so no other grant is issued a token of the block:
@@ -271,10 +274,6 @@ if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
   return {1, token, 0}
 end
 local us, now = clock()
-local s = load(KEYS[1], now)
-if not s then
-  return {0, redis.call('PTTL', KEYS[1]), 0}
-end
 local id, ttl, mode, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local waiter, life = ARGV[6] or '', tonumber(ARGV[7] or '0')
 local block = tonumber(ARGV[8] or '1')
@@ -287,6 +286,19 @@ local function refuse(ms)
     ms = math.min(ms, math.floor(life / 3))
   end
   return {0, math.max(ms, 1), 0}
+end
+local s = load(KEYS[1], now)
+if not s then
+  -- A stranger's value: refused with its PTTL. A waiting Driver is queued,
+  -- or its entry renewed, as by any refusal, and comes back within a third
+  -- of the entry's lifetime (also when the value has no expiry, PTTL -1),
+  -- so that it keeps its place until the value goes.
+  local pttl = redis.call('PTTL', KEYS[1])
+  if waiter == '' then
+    return {0, pttl, 0}
+  end
+  if pttl < 0 then pttl = life end
+  return refuse(pttl)
 end
 local mine = s.holds[id]
 if mine then
