@@ -135,7 +135,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 				d.markQueued(n, true)
 			}
 		}
-		if ctxErr := ctx.Err(); ctxErr != nil {
+		if ctxErr := ctxErr(ctx); ctxErr != nil {
 			return nil, ctxErr
 		}
 		return nil, d.opErr(err)
@@ -230,6 +230,17 @@ func (d *Driver) Close() error {
 func (d *Driver) enter(ctx context.Context) error {
 	if d.closed.Load() {
 		return driver.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// ctxErr returns ctx's error, waiting for it when ctx's deadline has
+// passed but its timer has not fired yet: go-redis sets the connection's
+// deadline from ctx's, so a command can fail with an i/o timeout a moment
+// before ctx ends, and that failure is the context's, not the server's.
+func ctxErr(ctx context.Context) error {
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		<-ctx.Done()
 	}
 	return ctx.Err()
 }

@@ -41,6 +41,9 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	ok, err := extend(ctx, l.d.client, l.names, l.id, ttl)
 	if err != nil {
+		if ctxErr := ctxErr(ctx); ctxErr != nil {
+			return ctxErr
+		}
 		return l.d.opErr(err)
 	}
 	if !ok {
@@ -59,6 +62,9 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	released, err := release(ctx, l.d.client, l.names, l.id, l.d.publish)
 	if err != nil {
+		if ctxErr := ctxErr(ctx); ctxErr != nil {
+			return ctxErr
+		}
 		return l.d.opErr(err)
 	}
 	if !released {

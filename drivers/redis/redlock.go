@@ -253,9 +253,10 @@ func (r *RedLock) TryAcquire(ctx context.Context, req driver.Request) (driver.Le
 	r.releaseAll(cleanup, n, req.ID, r.releaseTimeout(req.TTL))
 	cancel()
 	elapsed := time.Since(started).Round(time.Millisecond)
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
 	switch {
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
 	case r.closed.Load():
 		return nil, driver.ErrClosed
 	case refused > 0 && ok < r.quorum:
