@@ -339,6 +339,7 @@ func (l *lease) Unlock(ctx context.Context) error {
 			l.mu.Lock()
 			l.err = err
 			l.mu.Unlock()
+			return err // as a loss found before Unlock is: the same as Err
 		} else {
 			// The lock expired while the release was on its way,
 			// after the lease's deadline: it is free, as asked.

@@ -126,6 +126,14 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 		m.c.tel.waitedThrough(ctx, m.key, mode, failures, err)
 		return true
 	}
+	// giveUp is the error of a failed attempt not ridden out: exactly
+	// ctx.Err() once ctx has ended, whatever the attempt said.
+	giveUp := func(err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
 	if m.c.blocker != nil {
 		for {
 			l, err := m.attempt(ctx, mode, m.c.blocker.Acquire)
@@ -138,7 +146,7 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 					return nil, err
 				}
 			default:
-				return nil, err
+				return nil, giveUp(err)
 			}
 		}
 	}
@@ -159,7 +167,7 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 			tried = true
 		case rideOut(err):
 		default:
-			return nil, err
+			return nil, giveUp(err)
 		}
 	}
 	// Subscribe, then try again: a release between the failed try and the
@@ -201,7 +209,7 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 				}
 			case rideOut(err):
 			default:
-				return nil, err
+				return nil, giveUp(err)
 			}
 		}
 		try = true
