@@ -67,9 +67,11 @@
 // own timeout); io.EOF, io.ErrUnexpectedEOF, net.ErrClosed, connection
 // refused, reset or aborted, a broken pipe, a host or network unreachable
 // or down; a *net.DNSError (a restarting container's name disappears from
-// its network's DNS meanwhile); and any error in the chain with a method
-// Transient() bool that returns true, which is how a driver marks its
-// backend's own "not ready yet" replies. Every other error is permanent and
+// its network's DNS meanwhile); an SQL error whose SQLState() (as pgx's
+// and lib/pq's errors have) is a connection exception (class 08) or a
+// server shutting down or starting up (57P01, 57P02, 57P03); and any error
+// in the chain with a method Transient() bool that returns true, which is
+// how a driver marks its backend's own "not ready yet" replies. Every other error is permanent and
 // returned at once: [ErrInvalidKey], [ErrInvalidTTL], [ErrInvalidOption],
 // errors.ErrUnsupported, [ErrClosed], the caller's context ending, and every
 // refusal the backend sends (a wrong password, a missing permission, a

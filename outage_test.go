@@ -316,3 +316,42 @@ func TestLockWaitsThroughMarkedError(t *testing.T) {
 		t.Fatalf("Lock: %v", err)
 	}
 }
+
+// sqlError is an SQL driver's error with its SQLSTATE.
+type sqlError struct{ code string }
+
+func (e sqlError) Error() string    { return "server error (SQLSTATE " + e.code + ")" }
+func (e sqlError) SQLState() string { return e.code }
+
+// A database shutting down or starting up is an outage; a wrong password is
+// not.
+func TestSQLStateClassification(t *testing.T) {
+	for code, wantWait := range map[string]bool{"57P03": true, "57P01": true, "08006": true, "28P01": false, "42501": false} {
+		t.Run(code, func(t *testing.T) {
+			o, d := outageShapes["Polling"](memory.NewBackend(), sqlError{code})
+			o.down.Store(true)
+			c, _ := dlock.New(d, dlock.WithPolling(time.Millisecond, 10*time.Millisecond))
+			defer c.Close(t.Context())
+			m, _ := c.Mutex("sqlstate")
+			got := make(chan error, 1)
+			go func() {
+				l, err := m.Lock(t.Context())
+				if err == nil {
+					err = l.Unlock(t.Context())
+				}
+				got <- err
+			}()
+			if !wantWait {
+				if err := <-got; !errors.As(err, new(sqlError)) {
+					t.Errorf("Lock: got %v, want SQLSTATE %s at once", err, code)
+				}
+				return
+			}
+			waitUntil(t, "three failed attempts", func() bool { return o.failures.Load() >= 3 })
+			o.down.Store(false)
+			if err := <-got; err != nil {
+				t.Errorf("Lock after the outage: %v", err)
+			}
+		})
+	}
+}

@@ -19,6 +19,26 @@ type transientMarker interface {
 	Transient() bool
 }
 
+// sqlStater is an SQL database's error with its SQLSTATE code, as pgx's
+// and lib/pq's errors carry it.
+type sqlStater interface {
+	error
+	SQLState() string
+}
+
+// unavailableSQLState reports whether an SQLSTATE code says the server is
+// unavailable for now: a connection exception (class 08), or a server
+// shutting down or starting up (57P01 admin_shutdown, 57P02 crash_shutdown,
+// 57P03 cannot_connect_now), as during a restart. Every other code (a
+// wrong password is 28P01, a missing permission 42501) is permanent.
+func unavailableSQLState(code string) bool {
+	switch code {
+	case "57P01", "57P02", "57P03":
+		return true
+	}
+	return len(code) == 5 && code[:2] == "08"
+}
+
 // brokenConnection lists the system errors of a connection that broke or
 // could not be made.
 var brokenConnection = []error{
@@ -44,6 +64,9 @@ func transient(ctx context.Context, err error) bool {
 	}
 	if m, ok := errors.AsType[transientMarker](err); ok {
 		return m.Transient()
+	}
+	if s, ok := errors.AsType[sqlStater](err); ok {
+		return unavailableSQLState(s.SQLState())
 	}
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		return true
