@@ -332,19 +332,20 @@ func (l *lease) Unlock(ctx context.Context) error {
 		return ended // lost before Unlock: that is the news
 	}
 	if errors.Is(err, ErrNotHeld) {
-		if time.Now().Before(deadline) {
-			// The backend had let the lock go while the lease was
-			// still valid: it was lost unnoticed, and Err says so too.
-			err = lostError(err)
-			l.mu.Lock()
-			l.err = err
-			l.mu.Unlock()
-			return err // as a loss found before Unlock is: the same as Err
-		} else {
+		if !time.Now().Before(deadline) {
 			// The lock expired while the release was on its way,
 			// after the lease's deadline: it is free, as asked.
-			err = nil
+			return nil
 		}
+		// The backend had let the lock go while the lease was still
+		// valid: it was lost unnoticed. Unlock says so as it would of a
+		// loss found before it, and Err says the same.
+		err = lostError(err)
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+		c.tel.lostAtUnlock(l, err)
+		return err
 	}
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(bctx), ErrClosed) {
 		return ErrClosed // Close gave up waiting: the lock ends by its TTL

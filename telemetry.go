@@ -228,3 +228,12 @@ func (t *telemetry) subscribeFailed(ctx context.Context, key string, again bool,
 	t.log.LogAttrs(ctx, slog.LevelWarn, "dlock: subscribing to releases failed; polling instead",
 		slog.String("key", key), slog.Bool("retrying", again), slog.Any("error", err))
 }
+
+// lostAtUnlock records a loss that l's Unlock found: the backend refused
+// the release (or transfer) before l's deadline, the lock gone unnoticed.
+func (t *telemetry) lostAtUnlock(l *lease, err error) {
+	ctx := context.Background()
+	t.losses.Add(ctx, 1, t.lossAttrs["refused"])
+	t.log.LogAttrs(ctx, slog.LevelWarn, "dlock: lock lost", slog.String("key", l.m.key),
+		slog.Uint64("token", l.Token()), slog.String("reason", "refused"), slog.Any("error", err))
+}
