@@ -52,6 +52,14 @@ func (d *outage) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 	return d.Driver.TryAcquire(ctx, req)
 }
 
+// Features keeps the wrapped driver's read-write locks.
+func (d *outage) Features() driver.Features {
+	if f, ok := d.Driver.(driver.Featurer); ok {
+		return f.Features()
+	}
+	return driver.Features{}
+}
+
 // blockingOutage keeps the wrapped driver's Blocker.
 type blockingOutage struct{ *outage }
 
@@ -353,5 +361,31 @@ func TestSQLStateClassification(t *testing.T) {
 				t.Errorf("Lock after the outage: %v", err)
 			}
 		})
+	}
+}
+
+// RLock waits through an outage as Lock does.
+func TestRLockWaitsThroughOutage(t *testing.T) {
+	b := memory.NewBackend()
+	o, d := outageShapes["Notifications"](b, refused)
+	c, _ := dlock.New(d, dlock.WithPolling(time.Millisecond, 10*time.Millisecond))
+	defer c.Close(t.Context())
+	rw, err := c.RWMutex("rlock-outage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.down.Store(true)
+	got := make(chan error, 1)
+	go func() {
+		l, err := rw.RLock(t.Context())
+		if err == nil {
+			err = l.Unlock(t.Context())
+		}
+		got <- err
+	}()
+	waitUntil(t, "three failed attempts", func() bool { return o.acquires.Load() >= 3 })
+	o.down.Store(false)
+	if err := <-got; err != nil {
+		t.Fatalf("RLock after the outage: %v", err)
 	}
 }
