@@ -32,7 +32,9 @@ func testLockWaitsThroughRestart(t *T, e *env) {
 	// Unlock may fail on a connection the restart broke, and the lock then
 	// ends by its TTL).
 	releaseBestEffort(t, e, la)
-	lb := waiting.await(t, 2*e.ttl+2*e.slack, "B's Lock after the restart")
+	// The bound allows for A's client reconnecting and its driver
+	// finishing a release the restart cut off, on a loaded machine.
+	lb := waiting.await(t, 4*e.ttl+4*e.slack, "B's Lock after the restart")
 
 	if f.Pause == nil || f.Resume == nil {
 		unlock(t, lb)
@@ -61,7 +63,7 @@ func testLockWaitsThroughRestart(t *T, e *env) {
 	time.Sleep(e.ttl * 3 / 2) // the length of the fault
 	resume()
 	releaseBestEffort(t, e, lb)
-	lc := waiting.await(t, 2*e.ttl+2*e.slack, "C's Lock after the pause")
+	lc := waiting.await(t, 4*e.ttl+4*e.slack, "C's Lock after the pause")
 	unlock(t, lc)
 }
 
@@ -116,9 +118,12 @@ func (p pendingLock) await(t *T, d time.Duration, what string) dlock.Lease {
 }
 
 // releaseBestEffort unlocks l, if it is still there, bounded by a TTL: the
-// result does not matter to the case, only that the lock is let go.
+// result does not matter to the case (it is logged), only that the lock is
+// let go.
 func releaseBestEffort(t *T, e *env, l dlock.Lease) {
 	ctx, cancel := context.WithTimeout(t.Context(), e.ttl+e.slack)
 	defer cancel()
-	_ = l.Unlock(ctx)
+	if err := l.Unlock(ctx); err != nil {
+		t.Logf("Unlock(%q) after the fault: %v (the lock ends by its TTL, session or connection)", l.Key(), err)
+	}
 }
