@@ -27,6 +27,11 @@ type Client struct {
 	// closing is cancelled by Close; every wait watches it.
 	closing     context.Context
 	stopClosing context.CancelFunc
+	// abandon is cancelled when Close's own context ends while it waits
+	// for operations in flight: Unlock's releases and transfers then give
+	// up, and their locks end by their TTL.
+	abandon     context.Context
+	stopAbandon context.CancelFunc
 
 	renewer renewer
 	tel     *telemetry
@@ -67,6 +72,7 @@ func New(d driver.Driver, opts ...Option) (*Client, error) {
 	c.renewer.c = c
 	c.tel = newTelemetry(defaults)
 	c.closing, c.stopClosing = context.WithCancel(context.Background())
+	c.abandon, c.stopAbandon = context.WithCancel(context.Background())
 	return c, nil
 }
 
@@ -120,8 +126,10 @@ func (c *Client) newMutex(key string, opts []Option) (*mutex, error) {
 // Close releases every lease the Client still holds, stops renewal, and
 // closes the driver (and with it any backend client that Open made; a client
 // the caller passed to a driver constructor stays open). Waiting Lock calls
-// return ErrClosed. ctx bounds the releases: leases not released by then end
-// by their TTL. Calls after the first return nil.
+// return ErrClosed. Close waits for the Unlock calls in flight to finish
+// their release or transfer before it closes the driver. ctx bounds the
+// releases, its own and those of Unlock calls in flight: leases not released
+// by then end by their TTL. Calls after the first return nil.
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {
@@ -132,7 +140,13 @@ func (c *Client) Close(ctx context.Context) error {
 	c.mu.Unlock()
 	c.stopClosing()
 	c.renewer.stop()
-	c.ops.Wait() // in-flight acquisitions see closing and give up; renewals finish
+	// In-flight acquisitions see closing and give up; renewals finish;
+	// Unlock calls finish their release or transfer, cut short if ctx
+	// ends first.
+	stopWatch := context.AfterFunc(ctx, c.stopAbandon)
+	c.ops.Wait()
+	stopWatch()
+	defer c.stopAbandon()
 
 	c.mu.Lock()
 	held := make([]*lease, 0, len(c.leases))
@@ -154,6 +168,17 @@ func (c *Client) Close(ctx context.Context) error {
 	c.qmu.Unlock()
 	errs = append(errs, c.drv.Close())
 	return errors.Join(errs...)
+}
+
+// bound returns ctx, also cancelled (with ErrClosed as its cause) when a
+// Close gives up waiting for operations in flight.
+func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.abandon, func() { cancel(ErrClosed) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
 }
 
 func (c *Client) isClosed() bool {

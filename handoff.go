@@ -253,8 +253,9 @@ func (c *Client) giveBack(ctx context.Context, req driver.Request, h handoff) {
 
 // transfer hands l's lock to a waiting candidate of the same Client, when
 // the driver can. It reports whether it dealt with the lock (transferred
-// it, or found it lost or in an unknown state: err says which), and
-// whether a plain release should skip waking this Client's waiters.
+// it, found it lost, or released it after a transfer whose outcome is
+// unknown: err says which), and whether a plain release should skip waking
+// this Client's waiters.
 //
 // held tells whether l was still held when Unlock ended it: a lease lost
 // before may have lost the backend's hold too, so it is never handed over
@@ -295,7 +296,24 @@ func (l *lease) transfer(ctx context.Context, held bool) (done bool, yield bool,
 		c.deliver(ctx, cand, handoff{})
 		return true, false, err
 	default:
+		// The outcome is unknown: the transfer may have happened, or
+		// not, or may yet happen. Release l's hold: Release is
+		// owner-checked, so it frees the lock only where the transfer
+		// did not happen, and a transfer that arrives later finds l no
+		// longer holding and changes nothing. The candidate then tries
+		// with the transfer's request ID, which recovers the grant if
+		// the transfer happened (driver.Transferer) and takes the freed
+		// lock otherwise; had it been left with the old hold in place,
+		// the lock would stay held until its TTL.
+		rerr := l.release(ctx)
 		c.deliver(ctx, cand, handoff{retryID: cand.req.ID})
+		switch {
+		case rerr == nil:
+			c.kick(l.m.key) // the lock is free: wake readers too
+			return true, false, nil
+		case errors.Is(rerr, ErrNotHeld):
+			return true, false, nil // transferred (or lost: held says which)
+		}
 		return true, false, err
 	}
 }

@@ -3,7 +3,9 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -188,5 +190,110 @@ func TestHandoffsYieldToOtherClients(t *testing.T) {
 	stop()
 	for range 4 {
 		<-done
+	}
+}
+
+// lossyTransfers is a transferring driver whose Transfer fails with a
+// broken connection, the outcome unknown to the core: either the request
+// was lost (the transfer did not happen) or its reply was (it did). As the
+// driver.Transferer contract asks, a later TryAcquire with the transfer's
+// request recovers a transfer that happened.
+type lossyTransfers struct {
+	driver.Driver
+	replyLost bool // the transfer happens, and only its reply is lost
+	mu        sync.Mutex
+	happened  map[string]driver.Lease // by to.ID
+	failed    atomic.Int64
+}
+
+func (d *lossyTransfers) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	return d.Driver.(driver.Notifier).Subscribe(ctx, key)
+}
+
+func (d *lossyTransfers) Transfer(ctx context.Context, from driver.Lease, to driver.Request) (driver.Lease, error) {
+	d.failed.Add(1)
+	if d.replyLost {
+		dl, err := d.Driver.(driver.Transferer).Transfer(ctx, from, to)
+		if err != nil {
+			return nil, err
+		}
+		d.mu.Lock()
+		d.happened[to.ID] = dl
+		d.mu.Unlock()
+	}
+	return nil, syscall.ECONNRESET
+}
+
+func (d *lossyTransfers) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	d.mu.Lock()
+	dl, ok := d.happened[req.ID]
+	delete(d.happened, req.ID)
+	d.mu.Unlock()
+	if ok {
+		return dl, nil
+	}
+	return d.Driver.TryAcquire(ctx, req)
+}
+
+var _ transferringNotifier = (*lossyTransfers)(nil)
+
+// A transfer whose outcome is unknown is not taken as done: the old hold is
+// released when the transfer did not happen (else the lock would stay held
+// until its TTL), and the waiter gets the lock either way, long before the
+// TTL.
+func TestHandoffOfUnknownOutcome(t *testing.T) {
+	for name, replyLost := range map[string]bool{"RequestLost": false, "ReplyLost": true} {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			b := memory.NewBackend()
+			d := &lossyTransfers{Driver: memory.New(b, memory.WithoutBlocking()), replyLost: replyLost, happened: map[string]driver.Lease{}}
+			const ttl = time.Minute // the waiter must not need to wait for it
+			c, err := dlock.New(d, dlock.WithTTL(ttl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(ctx)
+			m, _ := c.Mutex("unknown-transfer")
+			held, err := m.Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan dlock.Lease, 1)
+			waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			go func() {
+				l, err := m.Lock(waitCtx)
+				if err != nil {
+					t.Errorf("the waiter's Lock: %v", err)
+				}
+				got <- l
+			}()
+			waitUntil(t, "the waiter's offer", func() bool { return dlock.Offered(c, "unknown-transfer") })
+			if err := held.Unlock(ctx); err != nil {
+				t.Errorf("Unlock: %v", err)
+			}
+			next := <-got
+			if next == nil {
+				return
+			}
+			if d.failed.Load() != 1 {
+				t.Errorf("%d transfers, want 1", d.failed.Load())
+			}
+			if next.Token() <= held.Token() {
+				t.Errorf("token %d after %d, want greater", next.Token(), held.Token())
+			}
+			if err := next.Unlock(ctx); err != nil {
+				t.Errorf("Unlock of the waiter's lease: %v", err)
+			}
+			// Nothing is left behind: another client takes the lock at once.
+			other, _ := dlock.New(memory.New(b))
+			defer other.Close(ctx)
+			om, _ := other.Mutex("unknown-transfer")
+			l, err := om.TryLock(ctx)
+			if err != nil {
+				t.Fatalf("TryLock by another client afterwards: %v", err)
+			}
+			_ = l.Unlock(ctx)
+		})
 	}
 }

@@ -204,11 +204,16 @@ func (l *lease) expire() {
 		l.m.c.renewer.expiries().Schedule(&l.expiry, l, l.deadline)
 		return
 	}
-	reason := errors.New("validity deadline passed without a confirmed renewal")
-	if l.lastErr != nil {
-		reason = fmt.Errorf("validity deadline passed without a confirmed renewal; last renewal error: %w", l.lastErr)
+	l.finish(lostError(deadlineReason(l.lastErr)), "deadline")
+}
+
+// deadlineReason is why a lease whose deadline passed is lost; lastErr is
+// its latest failed renewal, if any.
+func deadlineReason(lastErr error) error {
+	if lastErr != nil {
+		return fmt.Errorf("validity deadline passed without a confirmed renewal; last renewal error: %w", lastErr)
 	}
-	l.finish(lostError(reason), "deadline")
+	return errors.New("validity deadline passed without a confirmed renewal")
 }
 
 // renew extends the lease once, now, and moves the deadline.
@@ -280,55 +285,98 @@ func (l *lease) Extend(ctx context.Context) error {
 }
 
 func (l *lease) Unlock(ctx context.Context) error {
+	c := l.m.c
+	if !c.beginOp() {
+		// Close is under way: it releases the lease, or already has.
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		switch {
+		case l.unlocked:
+			return ErrNotHeld
+		case l.err != nil && !errors.Is(l.err, ErrClosed):
+			return l.err // lost before Unlock: that is the news
+		}
+		return ErrClosed
+	}
+	// The release or transfer is an operation: Close waits for it before
+	// it closes the driver.
+	defer c.ops.Done()
 	l.mu.Lock()
 	if l.unlocked || errors.Is(l.err, ErrClosed) {
 		err := l.endedErr()
 		l.mu.Unlock()
 		return err
 	}
+	if l.err == nil && !time.Now().Before(l.deadline) {
+		// The deadline passed before Unlock, and the expiry queue has
+		// not said so yet: the lease was lost before Unlock all the same.
+		l.finish(lostError(deadlineReason(l.lastErr)), "deadline")
+	}
 	l.unlocked = true
 	ended := l.err
 	l.finish(ErrNotHeld, "")
+	deadline := l.deadline // no longer moved: renewal stopped with finish
 	l.mu.Unlock()
 
-	transferred, yield, err := l.transfer(ctx, ended == nil)
+	bctx, stop := c.bound(ctx)
+	defer stop()
+	transferred, yield, err := l.transfer(bctx, ended == nil)
 	if !transferred {
-		err = l.release(ctx)
+		err = l.release(bctx)
 		if err == nil && !yield {
-			l.m.c.kick(l.m.key)
+			c.kick(l.m.key)
 		}
 	}
-	l.m.c.dropIdle(l)
+	c.dropIdle(l)
 	if ended != nil {
 		return ended // lost before Unlock: that is the news
 	}
 	if errors.Is(err, ErrNotHeld) {
-		// The backend had already let the lock go: it was lost unnoticed.
+		if !time.Now().Before(deadline) {
+			// The lock expired while the release was on its way,
+			// after the lease's deadline: it is free, as asked.
+			return nil
+		}
+		// The backend had let the lock go while the lease was still
+		// valid: it was lost unnoticed. Unlock says so as it would of a
+		// loss found before it, and Err says the same.
 		err = lostError(err)
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+		c.tel.lostAtUnlock(l, err)
+		return err
+	}
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(bctx), ErrClosed) {
+		return ErrClosed // Close gave up waiting: the lock ends by its TTL
 	}
 	return wrapErr(ctx, "unlock", l.m.key, err)
 }
 
 // release gives the lock back on the backend. With a context that has already
-// ended it still does, in the background and bounded by the TTL, so that
-// `defer lease.Unlock(ctx)` on a finished request does not hold the lock for
-// a whole TTL.
+// ended it still does, in the background and bounded by the TTL (and by a
+// Close that gives up waiting), so that `defer lease.Unlock(ctx)` on a
+// finished request does not hold the lock for a whole TTL.
 func (l *lease) release(ctx context.Context) error {
 	err := ctx.Err()
 	if err == nil {
 		return l.d.Release(ctx)
 	}
-	cleanup, cancel := cleanupContext(ctx, l.m.cfg.ttl)
 	c := l.m.c
+	cleanup, cancel := cleanupContext(ctx, l.m.cfg.ttl)
+	cleanup, stop := c.bound(cleanup)
 	if !c.beginOp() {
-		// Closing: Close no longer tracks this lease, so give it back here.
+		// Closing: Close waits for the Unlock that called release, so
+		// give the lock back here.
 		defer cancel()
+		defer stop()
 		_ = l.d.Release(cleanup)
 		return err
 	}
 	go func() {
 		defer c.ops.Done() // Close waits for it
 		defer cancel()
+		defer stop()
 		_ = l.d.Release(cleanup)
 	}()
 	return err

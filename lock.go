@@ -52,6 +52,39 @@
 // 8 handoffs in a row the lock is released, so that other clients get their
 // turn.
 //
+// # Outages
+//
+// A Lock or RLock that waits rides out a backend that restarts, fails over
+// or is paused: it keeps trying, with the jittered backoff of [WithPolling],
+// until the lock is granted, its context ends, or the Client closes, and
+// reports every failed attempt (a Warn log record through [WithLogger], and
+// the metric dlock.acquire.errors). [WithFailFast] turns this off. TryLock
+// and TryRLock never wait, so they return every error at once.
+//
+// Only transient errors are ridden out, those of a backend that could not
+// be reached or did not answer: a net.Error that is a timeout, or
+// context.DeadlineExceeded while the caller's context is live (a driver's
+// own timeout); io.EOF, io.ErrUnexpectedEOF, net.ErrClosed, connection
+// refused, reset or aborted, a broken pipe, a host or network unreachable
+// or down; a *net.DNSError (a restarting container's name disappears from
+// its network's DNS meanwhile); an SQL error whose SQLState() (as pgx's
+// and lib/pq's errors have) is a connection exception (class 08) or a
+// server shutting down or starting up (57P01, 57P02, 57P03); and any error
+// in the chain with a method Transient() bool that returns true, which is
+// how a driver marks its backend's own "not ready yet" replies. Every other error is permanent and
+// returned at once: [ErrInvalidKey], [ErrInvalidTTL], [ErrInvalidOption],
+// errors.ErrUnsupported, [ErrClosed], the caller's context ending, and every
+// refusal the backend sends (a wrong password, a missing permission, a
+// protocol or TLS failure), so that a misconfiguration the backend reports
+// never makes Lock wait. One that looks like an outage from the client's
+// side (a wrong address, where every connection is refused) is waited
+// through like one, visibly in the logs and metrics.
+//
+// An attempt that failed may have been applied by the backend all the same
+// (the connection broke after the request went out): each retry is a new
+// request, and drivers give back by request ID whatever a request of
+// unknown outcome may have taken (package driver).
+//
 // # Errors
 //
 // Errors are comparable with errors.Is against the sentinels in this package
@@ -80,7 +113,10 @@ type Mutex interface {
 
 	// Lock blocks until the lock is acquired, ctx ends, or the Client is
 	// closed. When ctx ends first it returns exactly ctx.Err() and leaves
-	// nothing behind on the backend.
+	// nothing behind on the backend. It waits through transient backend
+	// errors (an outage, a restart: see Outages in the package
+	// documentation) unless the Mutex was made WithFailFast, and returns
+	// any other error at once.
 	Lock(ctx context.Context) (Lease, error)
 
 	// TryLock acquires the lock if it is free and returns at once otherwise,
@@ -133,7 +169,10 @@ type Lease interface {
 	// Err returns nil while the lease is held. After Done is closed it says
 	// why: an error satisfying errors.Is(err, ErrLockLost) (with the reason
 	// wrapped inside) when the lock was lost, ErrNotHeld after Unlock, or
-	// ErrClosed when the Client was closed.
+	// ErrClosed when the Client was closed. Once Unlock has returned, Err
+	// agrees with it: when Unlock reported a loss, Err returns that same
+	// error (a loss Unlock itself found: Err said ErrNotHeld while that
+	// Unlock was under way), and otherwise ErrNotHeld.
 	Err() error
 
 	// Uncertain returns nil while the backend has confirmed the lease
@@ -152,8 +191,25 @@ type Lease interface {
 	Extend(ctx context.Context) error
 
 	// Unlock releases the lock. It never touches a lock that has meanwhile
-	// passed to another holder. It returns nil on success, an error
-	// satisfying errors.Is(err, ErrLockLost) when the lease had been lost
-	// before Unlock, and ErrNotHeld when the lease had already ended.
+	// passed to another holder. It returns:
+	//   - nil when the lock was released, or handed to a waiter, or found
+	//     already expired on the backend by a release that was held up (a
+	//     slow or paused backend) until after the lease's Deadline: Unlock
+	//     was called inside the lease's validity, and the lock is free, as
+	//     asked;
+	//   - an error satisfying errors.Is(err, ErrLockLost), the same as Err
+	//     then returns, when the lease was lost before Unlock (its Deadline
+	//     had passed, or its loss was reported), or when the backend says it
+	//     no longer held the lock before the lease's Deadline (a loss nothing
+	//     had reported);
+	//   - ErrNotHeld when the lease had already been unlocked, and
+	//     ErrClosed when its Client was closed, or when Close stopped
+	//     waiting for this release (its context ended first);
+	//   - exactly ctx.Err() when ctx ended (the release then goes on in the
+	//     background, bounded by the TTL);
+	//   - otherwise an *Error wrapping the backend's error: the release was
+	//     not confirmed, and the lock ends by its TTL unless it went through.
+	// After any of them the lease has ended, and Close waits for an Unlock
+	// under way before it closes the driver.
 	Unlock(ctx context.Context) error
 }

@@ -113,13 +113,40 @@ func (m *mutex) attempts(ctx context.Context, mode driver.Mode, wait bool) (*lea
 // waitAsHead acquires for the head of a wait queue: through the backend's
 // own queue when it has one, otherwise by trying again at every wake-up (a
 // notification from the backend, a release in this Client) and at jittered,
-// growing intervals regardless.
+// growing intervals regardless. It rides out transient errors (transient.go)
+// unless the Mutex fails fast.
 func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode driver.Mode) (*lease, error) {
+	backoff := newBackoff(m.cfg.pollMin, m.cfg.pollMax)
+	failures := 0 // failed attempts in a row
+	rideOut := func(err error) bool {
+		if m.cfg.failFast || !transient(ctx, err) {
+			return false
+		}
+		failures++
+		m.c.tel.waitedThrough(ctx, m.key, mode, failures, err)
+		return true
+	}
+	// giveUp is the error of a failed attempt not ridden out: exactly
+	// ctx.Err() once ctx has ended, whatever the attempt said.
+	giveUp := func(err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
 	if m.c.blocker != nil {
 		for {
 			l, err := m.attempt(ctx, mode, m.c.blocker.Acquire)
-			if !errors.Is(err, errExpiredOnArrival) {
-				return l, err
+			switch {
+			case err == nil:
+				return l, nil
+			case errors.Is(err, errExpiredOnArrival):
+			case rideOut(err):
+				if err := pause(ctx, backoff.next(0)); err != nil {
+					return nil, err
+				}
+			default:
+				return nil, giveUp(err)
 			}
 		}
 	}
@@ -130,37 +157,59 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 	// a driver that keeps a queue of waiters learns that a waiter gave up
 	// from its subscription closing, so it must not queue one before it
 	// subscribes.
+	tried := false
 	if !q.held {
-		if l, err := m.attempt(ctx, mode, m.c.drv.TryAcquire); err == nil {
+		l, err := m.attempt(ctx, mode, m.c.drv.TryAcquire)
+		switch {
+		case err == nil:
 			return l, nil
-		} else if !errors.Is(err, ErrLocked) && !errors.Is(err, errExpiredOnArrival) {
-			return nil, err
+		case errors.Is(err, ErrLocked), errors.Is(err, errExpiredOnArrival):
+			tried = true
+		case rideOut(err):
+		default:
+			return nil, giveUp(err)
 		}
 	}
 	// Subscribe, then try again: a release between the failed try and the
-	// subscription would otherwise go unnoticed. Without it we still poll.
-	wakeups, err := m.c.subscription(ctx, q)
-	if err != nil && ctx.Err() != nil {
-		return nil, ctx.Err()
+	// subscription would otherwise go unnoticed. Without it we still poll,
+	// and subscribe again before later tries when it failed for a transient
+	// reason.
+	wakeups, resubscribe, err := m.subscribe(ctx, q)
+	if err != nil {
+		return nil, err
 	}
-	backoff := newBackoff(m.cfg.pollMin, m.cfg.pollMax)
-	try := !q.held && wakeups != nil // with no subscription, we just tried: wait first
-	var retryID string               // set after a transfer to us whose outcome is unknown
+	try := tried && wakeups != nil // with no subscription, we just tried: wait first
+	var retryID string             // set after a transfer to us whose outcome is unknown
 	for {
 		var retryAfter time.Duration
+		if resubscribe {
+			if wakeups, resubscribe, err = m.subscribe(ctx, q); err != nil {
+				return nil, err
+			}
+		}
 		if try {
-			l, err := m.attemptAs(ctx, mode, m.tryWaiting, retryID)
+			// Only a try made while the queue holds a subscription may
+			// queue in the backend (driver.Request.Wait): the
+			// subscription's Close is how the driver learns that the
+			// waiter gave up.
+			tryFn := m.c.drv.TryAcquire
+			if wakeups != nil {
+				tryFn = m.tryWaiting
+			}
+			l, err := m.attemptAs(ctx, mode, tryFn, retryID)
 			retryID = ""
 			switch {
 			case err == nil:
 				return l, nil
 			case errors.Is(err, errExpiredOnArrival):
-			case !errors.Is(err, ErrLocked):
-				return nil, err
-			default:
+			case errors.Is(err, ErrLocked):
+				failures = 0
 				if le, ok := errors.AsType[*driver.LockedError](err); ok {
 					retryAfter = le.RetryAfter
 				}
+			case rideOut(err):
+			default:
+				return nil, giveUp(err)
 			}
 		}
 		try = true
@@ -178,6 +227,35 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 		default:
 			retryID = h.retryID
 		}
+	}
+}
+
+// subscribe returns the queue's wake-ups, or nil when it has no
+// subscription: the head then polls. again reports that subscribing failed
+// for a transient reason, so the head should try again before its next
+// attempt. A failure is logged; err is set only when ctx ended.
+func (m *mutex) subscribe(ctx context.Context, q *waitQueue) (wakeups <-chan struct{}, again bool, err error) {
+	wakeups, err = m.c.subscription(ctx, q)
+	switch {
+	case err == nil:
+		return wakeups, false, nil
+	case ctx.Err() != nil:
+		return nil, false, ctx.Err()
+	}
+	again = transient(ctx, err)
+	m.c.tel.subscribeFailed(ctx, m.key, again, err)
+	return nil, again, nil
+}
+
+// pause waits for d, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

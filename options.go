@@ -41,6 +41,7 @@ type config struct {
 	pollMin    time.Duration
 	pollMax    time.Duration
 	pollCustom bool
+	failFast   bool
 }
 
 func defaultConfig() config {
@@ -112,6 +113,20 @@ func WithPolling(minDelay, maxDelay time.Duration) Option {
 			return fmt.Errorf("%w: polling bounds must satisfy 0 < min <= max, got %v and %v", ErrInvalidOption, minDelay, maxDelay)
 		}
 		c.pollMin, c.pollMax, c.pollCustom = minDelay, maxDelay, true
+		return nil
+	}
+}
+
+// WithFailFast makes Lock and RLock return the first backend error, as
+// TryLock does, instead of waiting through the transient ones (an outage,
+// a restart, a paused or unreachable backend: see the list in the package
+// documentation under "Outages"). Default: waiting Lock calls ride out
+// transient errors, retrying with the polling backoff and reporting each
+// error through the Client's logger and metrics, until the lock is granted,
+// their context ends, or the Client closes.
+func WithFailFast() Option {
+	return func(c *config) error {
+		c.failFast = true
 		return nil
 	}
 }

@@ -27,14 +27,18 @@ import (
 //   - dlock.waiters: goroutines waiting in Lock or RLock now;
 //   - dlock.renewals: lease renewals, by outcome (ok, failed, refused);
 //   - dlock.renewal.batches: renewal round trips (one per batch);
-//   - dlock.losses: leases lost, by reason (refused, deadline, backend).
+//   - dlock.losses: leases lost, by reason (refused, deadline, backend);
+//   - dlock.acquire.errors: transient backend errors that waiting Lock and
+//     RLock calls rode out (see WithFailFast).
 //
 // Traces: one span per acquisition ("dlock.lock", "dlock.trylock",
 // "dlock.rlock", "dlock.tryrlock") with the key,
 // mode, wait and fencing token.
 //
 // Logs: acquisitions and releases at Debug, failed renewals at Info, losses
-// at Warn, each with the key and fencing token.
+// at Warn, each with the key and fencing token; transient errors that a
+// waiting Lock rides out at Warn, with the key and the count of failed
+// attempts in a row.
 
 // instrumentationName names dlock's meter and tracer.
 const instrumentationName = "github.com/dlock-go/dlock"
@@ -79,6 +83,7 @@ type telemetry struct {
 	renewals     metric.Int64Counter
 	batches      metric.Int64Counter
 	losses       metric.Int64Counter
+	waitErrors   metric.Int64Counter
 	modeAttrs    [2]metric.MeasurementOption // by driver.Mode
 	acquireAttrs map[acquireOutcome]metric.MeasurementOption
 	renewAttrs   map[string]metric.MeasurementOption
@@ -127,6 +132,8 @@ func newTelemetry(cfg config) *telemetry {
 	t.renewals, _ = meter.Int64Counter("dlock.renewals", metric.WithDescription("Lease renewals, by outcome."))
 	t.batches, _ = meter.Int64Counter("dlock.renewal.batches", metric.WithDescription("Renewal batches: one driver call each (driver.BatchExtender), which the driver sends in one round trip per its batch size."))
 	t.losses, _ = meter.Int64Counter("dlock.losses", metric.WithDescription("Leases lost, by reason."))
+	t.waitErrors, _ = meter.Int64Counter("dlock.acquire.errors",
+		metric.WithDescription("Transient backend errors that waiting Lock and RLock calls rode out, retrying."))
 	for _, mode := range []driver.Mode{driver.Exclusive, driver.Shared} {
 		modeAttr := attribute.String("dlock.mode", mode.String())
 		t.modeAttrs[mode] = metric.WithAttributeSet(attribute.NewSet(modeAttr))
@@ -203,4 +210,30 @@ func (t *telemetry) renewed(l *lease, outcome string, err error) {
 		t.log.LogAttrs(context.Background(), slog.LevelInfo, "dlock: renewal failed; lease uncertain until renewed",
 			slog.String("key", l.m.key), slog.Uint64("token", l.Token()), slog.Any("error", err))
 	}
+}
+
+// waitedThrough records a transient error that a waiting acquisition of key
+// rides out; failures counts its failed attempts in a row, this one included.
+// It logs at Warn, so that a backend that stays unreachable (or an address
+// that is wrong) shows while Lock keeps waiting.
+func (t *telemetry) waitedThrough(ctx context.Context, key string, mode driver.Mode, failures int, err error) {
+	t.waitErrors.Add(ctx, 1, t.modeAttrs[mode])
+	t.log.LogAttrs(ctx, slog.LevelWarn, "dlock: backend unavailable; still waiting for the lock",
+		slog.String("key", key), slog.String("mode", mode.String()), slog.Int("failures", failures), slog.Any("error", err))
+}
+
+// subscribeFailed records that subscribing to key's releases failed: the
+// waiter polls instead, and subscribes again later when again is set.
+func (t *telemetry) subscribeFailed(ctx context.Context, key string, again bool, err error) {
+	t.log.LogAttrs(ctx, slog.LevelWarn, "dlock: subscribing to releases failed; polling instead",
+		slog.String("key", key), slog.Bool("retrying", again), slog.Any("error", err))
+}
+
+// lostAtUnlock records a loss that l's Unlock found: the backend refused
+// the release (or transfer) before l's deadline, the lock gone unnoticed.
+func (t *telemetry) lostAtUnlock(l *lease, err error) {
+	ctx := context.Background()
+	t.losses.Add(ctx, 1, t.lossAttrs["refused"])
+	t.log.LogAttrs(ctx, slog.LevelWarn, "dlock: lock lost", slog.String("key", l.m.key),
+		slog.Uint64("token", l.Token()), slog.String("reason", "refused"), slog.Any("error", err))
 }

@@ -78,4 +78,6 @@ var cases = []testCase{
 		rule: "a backend paused beyond the TTL makes the holder's lost signal fire by its deadline, and after the pause at most one client holds the lock; a short pause changes nothing"},
 	{name: "BackendRestarted", serial: true, ttls: 12, run: testBackendRestarted,
 		rule: "after a backend restart the holder learns of a lost lock at the next renewal, and tokens never go backwards"},
+	{name: "LockWaitsThroughRestart", serial: true, ttls: 16, run: testLockWaitsThroughRestart,
+		rule: "a Lock waiting while the backend restarts, and while it is paused, rides out the outage: it is granted once the backend is back and the lock free, with no error, inside its context"},
 }
