@@ -349,3 +349,93 @@ func unbrokenBlocks(b *memory.Backend, d *plainDriver, _ int64) driver.Driver {
 func blocksNotReserved(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
 	return blockDriver{plainDriver: d, blockClaimed: 8}
 }
+
+// A grant whose reply came after its caller gave up, kept and taken later
+// as a grant of a new request: a late message trusted (issue 15's Redis
+// double grant). The backend applied the request and the reply is on its
+// way when the caller's context ends; the driver keeps the grant, which
+// expires on the backend a TTL later, and hands it to a later request of
+// the same client once its message arrives (a TTL on), with its old token
+// and with validity counted from the new request's start.
+func lateGrantTrusted(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	type message struct {
+		lease   driver.Lease
+		arrives time.Time
+	}
+	var mu sync.Mutex
+	late := map[string]message{}
+	d.acquire = func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
+		mu.Lock()
+		if m, ok := late[req.Key]; ok && time.Now().After(m.arrives) {
+			delete(late, req.Key)
+			mu.Unlock()
+			return m.lease, nil // trusted: validity counted from this call
+		}
+		mu.Unlock()
+		l, err := d.Driver.TryAcquire(context.WithoutCancel(ctx), req)
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-time.After(time.Millisecond): // the reply's way back
+			return l, nil
+		case <-ctx.Done():
+			mu.Lock()
+			late[req.Key] = message{lease: l, arrives: time.Now().Add(req.TTL)}
+			mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+	return d
+}
+
+// A lease that the driver keeps alive by itself until it is released, as
+// a driver-side watchdog does: a grant whose caller is gone (its request
+// applied after the caller's context ended) is never released, so it is
+// renewed for ever and the lock never frees.
+func selfRenewingLeases(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	kd := &keepAliveDriver{plainDriver: d, closed: make(chan struct{})}
+	d.lease = func(l *plainLease) driver.Lease {
+		kl := &keepAliveLease{plainLease: l, released: make(chan struct{})}
+		kd.wg.Go(func() {
+			tick := time.NewTicker(l.req.TTL / 3)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tick.C:
+					_ = l.Lease.Extend(context.Background(), l.req.TTL)
+				case <-kl.released:
+					return
+				case <-kd.closed:
+					return
+				}
+			}
+		})
+		return kl
+	}
+	return kd
+}
+
+type keepAliveDriver struct {
+	*plainDriver
+	closed chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+func (d *keepAliveDriver) Close() error {
+	d.once.Do(func() { close(d.closed) })
+	d.wg.Wait()
+	return d.plainDriver.Close()
+}
+
+type keepAliveLease struct {
+	*plainLease
+	released chan struct{}
+	once     sync.Once
+}
+
+func (l *keepAliveLease) Release(ctx context.Context) error {
+	l.once.Do(func() { close(l.released) })
+	return l.plainLease.Release(ctx)
+}

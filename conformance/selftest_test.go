@@ -33,6 +33,8 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 		{"loss reported after release", lossAfterRelease, unbrokenLossReports, []string{"LossReports"}},
 		{"handoff keeping the fencing token", transferKeepingToken, unbrokenTransfer, []string{"Transfer", "WaitersServedInOrder"}},
 		{"token blocks claimed, not reserved", blocksNotReserved, unbrokenBlocks, []string{"TokenBlock", "FencingTokens"}},
+		{"late grant message trusted", lateGrantTrusted, unbroken, []string{"RandomDeadlines"}},
+		{"leases renewed by the driver until released", selfRenewingLeases, unbroken, []string{"AppliedAfterTimeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -52,6 +54,8 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 				if r.failed {
 					caught = true
 					t.Logf("caught by %s:\n%s", name, strings.Join(r.logs, "\n"))
+				} else {
+					t.Logf("%s passed:\n%s", name, strings.Join(r.logs, "\n"))
 				}
 			}
 			if !caught {
