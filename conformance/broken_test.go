@@ -439,3 +439,43 @@ func (l *keepAliveLease) Release(ctx context.Context) error {
 	l.once.Do(func() { close(l.released) })
 	return l.plainLease.Release(ctx)
 }
+
+// blockingPlainDriver adds driver.Blocker to a plainDriver: the memory
+// driver's own Acquire, or a broken replacement.
+type blockingPlainDriver struct {
+	*plainDriver
+	acquire func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error)
+}
+
+func (d blockingPlainDriver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	acquire := func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
+		return d.Driver.(driver.Blocker).Acquire(ctx, req)
+	}
+	if d.acquire != nil {
+		acquire = d.acquire
+	}
+	l, err := acquire(ctx, d.plainDriver, req)
+	if err != nil {
+		return nil, err
+	}
+	return &plainLease{Lease: l, d: d.plainDriver, req: req}, nil
+}
+
+func unbrokenBlocking(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	return blockingPlainDriver{plainDriver: d}
+}
+
+// Pattern 9 in a server-side wait: a RedLock-style Acquire that reports the
+// full TTL as validity from its reply, not from its start. Its TryAcquire is
+// sound: only Lock, through Acquire, meets the fault.
+func acquireValidityFromReply(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	return blockingPlainDriver{plainDriver: d, acquire: func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
+		started := time.Now()
+		l, err := d.Driver.(driver.Blocker).Acquire(ctx, req) // the first master
+		if err != nil {
+			return nil, err
+		}
+		time.Sleep(4 * 5 * time.Millisecond) // four more masters, one by one
+		return &replyValidity{Lease: l, elapsed: time.Since(started)}, nil
+	}}
+}

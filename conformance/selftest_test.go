@@ -33,6 +33,7 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 		{"loss reported after release", lossAfterRelease, unbrokenLossReports, []string{"LossReports"}},
 		{"handoff keeping the fencing token", transferKeepingToken, unbrokenTransfer, []string{"Transfer", "WaitersServedInOrder"}},
 		{"token blocks claimed, not reserved", blocksNotReserved, unbrokenBlocks, []string{"TokenBlock", "FencingTokens"}},
+		{"9 in Acquire: validity from the reply", acquireValidityFromReply, unbrokenBlocking, []string{"SlowAcquireReply"}},
 		{"late grant message trusted", lateGrantTrusted, unbroken, []string{"RandomDeadlines"}},
 		{"leases renewed by the driver until released", selfRenewingLeases, unbroken, []string{"AppliedAfterTimeout"}},
 	} {
