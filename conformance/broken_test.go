@@ -479,3 +479,154 @@ func acquireValidityFromReply(_ *memory.Backend, d *plainDriver, _ int64) driver
 		return &replyValidity{Lease: l, elapsed: time.Since(started)}, nil
 	}}
 }
+
+// notifyingPlainDriver adds the memory driver's driver.Notifier to a
+// plainDriver; broken, it acts on its wake-ups (onWake).
+type notifyingPlainDriver struct {
+	*plainDriver
+	onWake func(key string)
+}
+
+func (d *notifyingPlainDriver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	s, err := d.Driver.(driver.Notifier).Subscribe(ctx, key)
+	if err != nil || d.onWake == nil {
+		return s, err
+	}
+	return relay(s, func(forward func(), _ func(func())) {
+		d.onWake(key)
+		forward()
+	}), nil
+}
+
+func unbrokenNotifying(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	return &notifyingPlainDriver{plainDriver: d}
+}
+
+// A release message taken as a grant: a waiter that was woken takes the
+// lock at its next try as if the releaser had handed it over, over whoever
+// took it since (the message tells of a release, not of the lock now).
+func wakeupTakenAsGrant(b *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	var mu sync.Mutex
+	woken := map[string]bool{}
+	d.acquire = func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
+		mu.Lock()
+		w := woken[req.Key]
+		delete(woken, req.Key)
+		mu.Unlock()
+		if req.Wait && w {
+			b.Tamper(req.Key, false) // "the lock is ours now"
+		}
+		return d.Driver.TryAcquire(ctx, req)
+	}
+	return &notifyingPlainDriver{plainDriver: d, onWake: func(key string) {
+		mu.Lock()
+		woken[key] = true
+		mu.Unlock()
+	}}
+}
+
+// Grants by release, taken on a late message (issue 15's Redis double
+// grants): the first request refused a lock joins the key's queue on the
+// backend; a release grants the lock to the queue's head in the same step,
+// and the head's driver takes that grant at its next try, however long ago
+// it was made, with validity counted from that try; and it forgets the
+// grant only when giving it back succeeds. A waiter that stalls longer than
+// the TTL is handed the lapsed grant, which the core refuses as expired on
+// arrival and gives back (the backend says it is not held), and then again,
+// at its next try, as fresh.
+func grantByReleaseTrusted(b *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	q, _ := releaseQueues.LoadOrStore(b, &releaseQueue{head: map[string]queued{}, granted: map[string]queued{}})
+	rq := q.(*releaseQueue)
+	d.acquire = func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
+		rq.mu.Lock()
+		defer rq.mu.Unlock()
+		if g, ok := rq.granted[req.Key]; ok && g.d == d {
+			delete(rq.granted, req.Key)
+			return g.lease, nil // taken on the message: no check that it still holds
+		}
+		l, err := d.Driver.TryAcquire(ctx, req)
+		if err == nil {
+			if h, ok := rq.head[req.Key]; ok && h.d == d {
+				delete(rq.head, req.Key)
+			}
+			return l, nil
+		}
+		if _, ok := rq.head[req.Key]; !ok && errors.Is(err, driver.ErrLocked) {
+			rq.head[req.Key] = queued{d: d, req: req}
+		}
+		return nil, err
+	}
+	d.lease = func(l *plainLease) driver.Lease { return &grantingRelease{plainLease: l, q: rq} }
+	return &notifyingPlainDriver{plainDriver: d}
+}
+
+// releaseQueues holds the queue of each broken backend.
+var releaseQueues sync.Map // *memory.Backend -> *releaseQueue
+
+type releaseQueue struct {
+	mu      sync.Mutex
+	head    map[string]queued // by key: the first request refused
+	granted map[string]queued // by key: a grant made by a release, untaken
+}
+
+type queued struct {
+	d     *plainDriver
+	req   driver.Request
+	lease driver.Lease
+}
+
+type grantingRelease struct {
+	*plainLease
+	q *releaseQueue
+}
+
+func (l *grantingRelease) Release(ctx context.Context) error {
+	if err := l.plainLease.Release(ctx); err != nil {
+		return err
+	}
+	l.q.mu.Lock()
+	defer l.q.mu.Unlock()
+	h, ok := l.q.head[l.req.Key]
+	if !ok {
+		return nil
+	}
+	delete(l.q.head, l.req.Key)
+	if g, err := h.d.Driver.TryAcquire(context.WithoutCancel(ctx), h.req); err == nil {
+		sl := &stayGrant{plainLease: &plainLease{Lease: g, d: h.d, req: h.req}, q: l.q}
+		h.lease, sl.entry = sl, h
+		sl.entry.lease = sl
+		l.q.granted[l.req.Key] = sl.entry
+	}
+	return nil
+}
+
+// stayGrant is a grant by release: the stay keeps it until it is given back.
+type stayGrant struct {
+	*plainLease
+	q     *releaseQueue
+	entry queued
+}
+
+func (l *stayGrant) Release(ctx context.Context) error {
+	err := l.plainLease.Release(ctx)
+	if errors.Is(err, driver.ErrNotHeld) {
+		l.q.mu.Lock()
+		if _, ok := l.q.granted[l.req.Key]; !ok {
+			l.q.granted[l.req.Key] = l.entry // the message still says it is ours
+		}
+		l.q.mu.Unlock()
+	}
+	return err
+}
+
+// A lease that reports twice the validity the backend gives it: a holder
+// that stops renewing (frozen) goes on trusting it for a TTL after the
+// backend let it go and another client took the lock.
+func validityOverstated(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	d.lease = func(l *plainLease) driver.Lease { return &overstated{l} }
+	return d
+}
+
+type overstated struct{ *plainLease }
+
+func (l *overstated) Validity() time.Duration { return 2 * l.Lease.Validity() }

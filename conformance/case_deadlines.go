@@ -230,13 +230,12 @@ func contestWithDeadlines(t *T, e *env, name string, how contest) string {
 						uctx, ucancel = context.WithTimeout(t.Context(), spread(rtt, 8*rtt))
 					}
 					lost := l.Err() != nil
-					h.end = time.Now()
+					h.end = earliest(time.Now(), l.Deadline()) // as renewed so far
 					err = l.Unlock(uctx)
 					ucancel()
 					if lost {
 						h.end = earliest(h.end, <-ended)
 					}
-					h.end = earliest(h.end, h.deadline)
 					mu.Lock()
 					holds = append(holds, h)
 					switch {

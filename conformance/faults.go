@@ -94,3 +94,131 @@ func (f *lateDelivery) applied() int {
 	defer f.mu.Unlock()
 	return f.late
 }
+
+// freezer stalls every driver call of a client, on its way to the backend
+// and on its way back, and every wake-up of its subscriptions, while it is
+// frozen, as a process stopped by a long GC pause, a VM pause or SIGSTOP
+// would: a stalled call does not see its context end. The backend client's
+// own goroutines (heartbeats, sessions) are not stopped, and the core's
+// timers run on: only what goes through the driver waits.
+type freezer struct {
+	mu      sync.Mutex
+	gate    chan struct{} // closed on thaw; nil while not frozen
+	reached int           // calls that reached the backend
+}
+
+// reachedBackend returns how many calls have reached the backend.
+func (f *freezer) reachedBackend() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reached
+}
+
+// freeze stalls the client until thaw, or until the case ends.
+func (f *freezer) freeze(t *T) {
+	f.mu.Lock()
+	f.gate = make(chan struct{})
+	f.mu.Unlock()
+	t.Cleanup(f.thaw) // before the clients close, which waits for their calls
+}
+
+func (f *freezer) thaw() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gate != nil {
+		close(f.gate)
+		f.gate = nil
+	}
+}
+
+// pass waits while the client is frozen.
+func (f *freezer) pass() {
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+}
+
+func (f *freezer) call(ctx context.Context, _ op, do func(context.Context) (reply, error)) (reply, error) {
+	f.pass()
+	f.mu.Lock()
+	f.reached++
+	f.mu.Unlock()
+	r, err := do(ctx)
+	f.pass()
+	return r, err
+}
+
+func (f *freezer) subscription(s driver.Subscription) driver.Subscription {
+	return relay(s, func(forward func(), _ func(func())) {
+		f.pass()
+		forward()
+	})
+}
+
+// noisyWakeups holds back every wake-up of a subscription by a random delay
+// of up to lag, delivers some twice, and so reorders them against the lock's
+// state: a wake-up may come after the lock was taken again, and long after
+// the release it tells of.
+type noisyWakeups struct{ lag time.Duration }
+
+func (f noisyWakeups) call(ctx context.Context, _ op, do func(context.Context) (reply, error)) (reply, error) {
+	return do(ctx)
+}
+
+func (f noisyWakeups) subscription(s driver.Subscription) driver.Subscription {
+	return relay(s, func(forward func(), spawn func(func())) {
+		// Each wake-up travels on its own: later ones may overtake it.
+		spawn(func() {
+			time.Sleep(time.Duration(rand.Int64N(int64(f.lag) + 1)))
+			forward()
+			if rand.N(2) == 0 {
+				time.Sleep(time.Duration(rand.Int64N(int64(f.lag) + 1)))
+				forward() // duplicated
+			}
+		})
+	})
+}
+
+// relay is a subscription whose wake-ups pass through deliver, which calls
+// forward (any number of times, until Close returns) to hand one on to the
+// core, and may spawn goroutines that Close waits for.
+func relay(inner driver.Subscription, deliver func(forward func(), spawn func(func()))) driver.Subscription {
+	r := &relayed{inner: inner, c: make(chan struct{}, 1), closed: make(chan struct{})}
+	forward := func() {
+		select {
+		case r.c <- struct{}{}:
+		default: // coalesced, as the contract says
+		}
+	}
+	r.wg.Go(func() {
+		for {
+			select {
+			case <-inner.C():
+				deliver(forward, r.wg.Go)
+			case <-r.closed:
+				return
+			}
+		}
+	})
+	return r
+}
+
+type relayed struct {
+	inner  driver.Subscription
+	c      chan struct{}
+	closed chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+func (r *relayed) C() <-chan struct{} { return r.c }
+
+func (r *relayed) Close() error {
+	r.once.Do(func() { close(r.closed) })
+	err := r.inner.Close()
+	r.wg.Wait()
+	return err
+}

@@ -35,6 +35,9 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 		{"token blocks claimed, not reserved", blocksNotReserved, unbrokenBlocks, []string{"TokenBlock", "FencingTokens"}},
 		{"9 in Acquire: validity from the reply", acquireValidityFromReply, unbrokenBlocking, []string{"SlowAcquireReply"}},
 		{"late grant message trusted", lateGrantTrusted, unbroken, []string{"RandomDeadlines"}},
+		{"wake-up taken as a grant", wakeupTakenAsGrant, unbrokenNotifying, []string{"LateNotifications"}},
+		{"grant by release taken on a late message", grantByReleaseTrusted, unbrokenNotifying, []string{"FrozenWaiter"}},
+		{"validity overstated", validityOverstated, unbroken, []string{"FrozenHolder"}},
 		{"leases renewed by the driver until released", selfRenewingLeases, unbroken, []string{"AppliedAfterTimeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
