@@ -116,7 +116,7 @@ func roundTrip(t *T, e *env) time.Duration {
 }
 
 // spread draws a deadline log-uniformly from a tenth of a round trip to
-// longest: many end while a request is in flight.
+// longest: many end while a request is in flight, a few outlast a wait.
 func spread(rtt, longest time.Duration) time.Duration {
 	lo, hi := math.Log(float64(rtt)/10), math.Log(float64(longest))
 	return time.Duration(math.Exp(lo + rand.Float64()*(hi-lo)))
@@ -126,7 +126,9 @@ func spread(rtt, longest time.Duration) time.Duration {
 type contest struct {
 	// wrap, if set, wraps every client's driver.
 	wrap func(driver.Driver) driver.Driver
-	// longestLock is the longest Lock deadline; default 8 round trips.
+	// longestLock is the longest Lock deadline; by default 20 round trips
+	// or a quarter of the TTL, whichever is longer, so that some Locks
+	// outlast the grants that raced with the cancellations before them.
 	longestLock time.Duration
 }
 
@@ -146,8 +148,9 @@ func (h hold) String() string {
 }
 
 // contestWithDeadlines runs 3 clients with 4 goroutines each on one key for
-// contestLength: every Lock has a deadline from well under a round trip to
-// several, and so has every other Unlock; holders hold a few hundred µs.
+// contestLength: every Lock has a deadline from a tenth of a round trip to
+// many, and every other Unlock one from a tenth to 8; holders hold a few
+// hundred µs.
 // A holder in four also extends its lease, with a short deadline too.
 // Verdict: never two leases both trusted at once, tokens strictly rising in
 // grant order, and no Deadline later than the TTL after its Lock returned.
@@ -157,7 +160,7 @@ func contestWithDeadlines(t *T, e *env, name string, how contest) string {
 	rtt := roundTrip(t, e)
 	longest := how.longestLock
 	if longest == 0 {
-		longest = 8 * rtt
+		longest = max(20*rtt, e.ttl/4)
 	}
 	length := contestLength(t)
 	key := e.key(name)
@@ -192,15 +195,23 @@ func contestWithDeadlines(t *T, e *env, name string, how contest) string {
 					ctx, cancel := context.WithTimeout(t.Context(), spread(rtt, longest))
 					start := time.Now()
 					l, err := m.Lock(ctx)
+					dl, _ := ctx.Deadline()
+					expired := ctx.Err() != nil || !time.Now().Before(dl)
 					cancel()
-					if err != nil {
-						if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-							mu.Lock()
-							lockTimeouts++
-							mu.Unlock()
-						} else if t.Context().Err() == nil {
-							failure(fmt.Errorf("client %d goroutine %d: Lock: %w", c, w, err))
-						}
+					switch {
+					case err == nil:
+					case expired && err == context.DeadlineExceeded:
+						mu.Lock()
+						lockTimeouts++
+						mu.Unlock()
+						continue
+					case t.Context().Err() != nil:
+						continue
+					case expired:
+						failure(fmt.Errorf("client %d goroutine %d: Lock whose context had ended: got %w, want exactly context.DeadlineExceeded", c, w, err))
+						continue
+					default:
+						failure(fmt.Errorf("client %d goroutine %d: Lock: %w", c, w, err))
 						continue
 					}
 					h := hold{client: c, worker: w, token: l.Token(), start: start, granted: time.Now(), deadline: l.Deadline()}
@@ -264,6 +275,7 @@ func contestWithDeadlines(t *T, e *env, name string, how contest) string {
 	if len(holds) == 0 {
 		t.Errorf("no Lock succeeded in %v", length)
 	}
+	expectFreeWithin(t, e, e.mutex(t, e.client(t), key), "after the contest (cancelled and timed-out calls leave nothing behind)")
 	return key
 }
 
