@@ -630,3 +630,84 @@ func validityOverstated(_ *memory.Backend, d *plainDriver, _ int64) driver.Drive
 type overstated struct{ *plainLease }
 
 func (l *overstated) Validity() time.Duration { return 2 * l.Lease.Validity() }
+
+// A server-side wait that forgets a grant racing with its cancellation, on
+// a backend where a lock lasts as long as its holder's session (here: the
+// driver renews its leases by itself until they are released): the
+// caller's context ends while the grant's reply is on its way, Acquire
+// returns the context's error, and the lock stays taken for as long as the
+// client lives.
+func cancelledGrantForgotten(b *memory.Backend, d *plainDriver, n int64) driver.Driver {
+	return raceReply(b, d, n, false)
+}
+
+// unbrokenCancelledGrant is its control: it gives the grant back.
+func unbrokenCancelledGrant(b *memory.Backend, d *plainDriver, n int64) driver.Driver {
+	return raceReply(b, d, n, true)
+}
+
+func raceReply(b *memory.Backend, d *plainDriver, n int64, giveBack bool) driver.Driver {
+	kd := selfRenewingLeases(b, d, n).(*keepAliveDriver)
+	return blockingKeepAlive{keepAliveDriver: kd, acquire: func(ctx context.Context, req driver.Request) (driver.Lease, error) {
+		l, err := d.Driver.(driver.Blocker).Acquire(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		pl := d.lease(&plainLease{Lease: l, d: d, req: req}) // renewed from now on
+		select {
+		case <-time.After(2 * time.Millisecond): // the reply's way back
+			return pl, nil
+		case <-ctx.Done():
+			if giveBack {
+				_ = pl.Release(context.WithoutCancel(ctx))
+			}
+			return nil, ctx.Err()
+		}
+	}}
+}
+
+type blockingKeepAlive struct {
+	*keepAliveDriver
+	acquire func(ctx context.Context, req driver.Request) (driver.Lease, error)
+}
+
+func (d blockingKeepAlive) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	return d.acquire(ctx, req)
+}
+
+// A subscription whose Close does not stop the goroutine that relays its
+// wake-ups: every wait leaves a goroutine behind, for the life of the
+// process. The leak check after each case catches it.
+func subscriptionsLeaked(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	return leakyNotifier{&notifyingPlainDriver{plainDriver: d}}
+}
+
+type leakyNotifier struct{ *notifyingPlainDriver }
+
+func (d leakyNotifier) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	s, err := d.notifyingPlainDriver.Subscribe(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	ls := &leakySubscription{Subscription: s, c: make(chan struct{}, 1)}
+	go func() {
+		for range time.Tick(time.Millisecond) { // polls the inner channel for ever
+			select {
+			case <-s.C():
+				select {
+				case ls.c <- struct{}{}:
+				default:
+				}
+			default:
+			}
+		}
+	}()
+	return ls, nil
+}
+
+type leakySubscription struct {
+	driver.Subscription
+	c chan struct{}
+}
+
+func (s *leakySubscription) C() <-chan struct{} { return s.c }

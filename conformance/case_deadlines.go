@@ -75,7 +75,12 @@ func expectFreeWithin(t *T, e *env, m dlock.Mutex, why string) {
 	defer cancel()
 	l, err := m.Lock(ctx)
 	if err != nil {
-		t.Fatalf("Lock(%q): got %v, want the lock within TTL plus a margin %s", m.Key(), err, why)
+		held := ""
+		if in, ok := e.driver(t).(driver.Inspector); ok {
+			info, ierr := in.Inspect(t.Context(), m.Key())
+			held = fmt.Sprintf(" (Inspect: %+v, %v)", info, ierr)
+		}
+		t.Fatalf("Lock(%q): got %v, want the lock within TTL plus a margin %s%s", m.Key(), err, why, held)
 	}
 	unlock(t, l)
 }

@@ -222,3 +222,42 @@ func (r *relayed) Close() error {
 	r.wg.Wait()
 	return err
 }
+
+// cancelOnGrant cancels the caller's context as each grant arrives: the
+// driver call succeeded, and the caller has given up meanwhile.
+type cancelOnGrant struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc // of the next caller; nil when none
+	calls  int                // that reached the driver
+}
+
+// reachedDriver returns how many calls have reached the driver.
+func (f *cancelOnGrant) reachedDriver() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// arm makes the next grant cancel cancel.
+func (f *cancelOnGrant) arm(cancel context.CancelFunc) {
+	f.mu.Lock()
+	f.cancel = cancel
+	f.mu.Unlock()
+}
+
+func (f *cancelOnGrant) call(ctx context.Context, o op, do func(context.Context) (reply, error)) (reply, error) {
+	f.mu.Lock()
+	f.calls++
+	f.mu.Unlock()
+	r, err := do(ctx)
+	if err == nil && o.grants() {
+		f.mu.Lock()
+		cancel := f.cancel
+		f.cancel = nil
+		f.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	}
+	return r, err
+}

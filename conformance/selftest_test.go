@@ -38,6 +38,8 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 		{"wake-up taken as a grant", wakeupTakenAsGrant, unbrokenNotifying, []string{"LateNotifications"}},
 		{"grant by release taken on a late message", grantByReleaseTrusted, unbrokenNotifying, []string{"FrozenWaiter"}},
 		{"validity overstated", validityOverstated, unbroken, []string{"FrozenHolder"}},
+		{"a grant racing with its cancellation forgotten", cancelledGrantForgotten, unbrokenCancelledGrant, []string{"GrantCancelRace"}},
+		{"subscriptions leaking a goroutine", subscriptionsLeaked, unbrokenNotifying, []string{"MutualExclusion"}},
 		{"leases renewed by the driver until released", selfRenewingLeases, unbroken, []string{"AppliedAfterTimeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
