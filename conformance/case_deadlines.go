@@ -154,8 +154,8 @@ func (h hold) String() string {
 
 // contestWithDeadlines runs 3 clients with 4 goroutines each on one key for
 // contestLength: every Lock has a deadline from a tenth of a round trip to
-// many, and every other Unlock one from a tenth to 8; holders hold a few
-// hundred µs.
+// several (or, for half of them, to the longest Lock deadline), and one
+// Unlock in 32 one from a tenth to 8; holders hold a few hundred µs.
 // A holder in four also extends its lease, with a short deadline too.
 // Verdict: never two leases both trusted at once, tokens strictly rising in
 // grant order, and no Deadline later than the TTL after its Lock returned.
@@ -197,7 +197,12 @@ func contestWithDeadlines(t *T, e *env, name string, how contest) string {
 		for w := range workers {
 			wg.Go(func() {
 				for time.Now().Before(end) && t.Context().Err() == nil {
-					ctx, cancel := context.WithTimeout(t.Context(), spread(rtt, longest))
+					// Half the Locks end within a few round trips, many of
+					// them with a request in flight; the others may wait.
+					ctx, cancel := context.WithTimeout(t.Context(), spread(rtt, 8*rtt))
+					if rand.N(2) == 0 {
+						ctx, cancel = context.WithTimeout(t.Context(), spread(rtt, longest))
+					}
 					start := time.Now()
 					l, err := m.Lock(ctx)
 					dl, _ := ctx.Deadline()
@@ -242,7 +247,10 @@ func contestWithDeadlines(t *T, e *env, name string, how contest) string {
 						mu.Unlock()
 					}
 					uctx, ucancel := context.WithCancel(t.Context())
-					if rand.N(2) == 0 {
+					// One Unlock in 32 has a short deadline: one that ends
+					// with the release in flight leaves the lock taken until
+					// its TTL, which stalls the contest.
+					if rand.N(32) == 0 {
 						uctx, ucancel = context.WithTimeout(t.Context(), spread(rtt, 8*rtt))
 					}
 					lost := l.Err() != nil
