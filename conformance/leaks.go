@@ -65,6 +65,9 @@ func labelled(id string) []string {
 		if !strings.Contains(rec, "# labels: ") || !strings.Contains(rec, want) {
 			continue
 		}
+		if header, rest, ok := strings.Cut(rec, "\n"); ok && strings.HasPrefix(header, "goroutine profile:") {
+			rec = rest
+		}
 		lingering := false
 		for _, fn := range lingerers {
 			lingering = lingering || strings.Contains(rec, fn)
