@@ -87,7 +87,7 @@ type Faults struct {
 // Run runs every applicable case of the suite against the harness's backend,
 // each as a subtest of t named after the case. Cases that do not interfere
 // with the whole backend run in parallel, on keys of their own; fault cases
-// run afterwards, one at a time.
+// and the contests, which load the backend, run afterwards, one at a time.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.NewDriver == nil {
