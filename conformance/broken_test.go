@@ -349,3 +349,365 @@ func unbrokenBlocks(b *memory.Backend, d *plainDriver, _ int64) driver.Driver {
 func blocksNotReserved(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
 	return blockDriver{plainDriver: d, blockClaimed: 8}
 }
+
+// A grant whose reply came after its caller gave up, kept and taken later
+// as a grant of a new request: a late message trusted (issue 15's Redis
+// double grant). The backend applied the request and the reply is on its
+// way when the caller's context ends; the driver keeps the grant, which
+// expires on the backend a TTL later, and hands it to a later request of
+// the same client once its message arrives (a TTL on), with its old token
+// and with validity counted from the new request's start.
+func lateGrantTrusted(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	type message struct {
+		lease   driver.Lease
+		arrives time.Time
+	}
+	var mu sync.Mutex
+	late := map[string]message{}
+	d.acquire = func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
+		mu.Lock()
+		if m, ok := late[req.Key]; ok && time.Now().After(m.arrives) {
+			delete(late, req.Key)
+			mu.Unlock()
+			return m.lease, nil // trusted: validity counted from this call
+		}
+		mu.Unlock()
+		l, err := d.Driver.TryAcquire(context.WithoutCancel(ctx), req)
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-time.After(time.Millisecond): // the reply's way back
+			return l, nil
+		case <-ctx.Done():
+			mu.Lock()
+			late[req.Key] = message{lease: l, arrives: time.Now().Add(req.TTL)}
+			mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+	return d
+}
+
+// A lease that the driver keeps alive by itself until it is released, as
+// a driver-side watchdog does: a grant whose caller is gone (its request
+// applied after the caller's context ended) is never released, so it is
+// renewed for ever and the lock never frees.
+func selfRenewingLeases(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	kd := &keepAliveDriver{plainDriver: d, closed: make(chan struct{})}
+	d.lease = func(l *plainLease) driver.Lease {
+		kl := &keepAliveLease{plainLease: l, released: make(chan struct{})}
+		kd.wg.Go(func() {
+			tick := time.NewTicker(l.req.TTL / 3)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tick.C:
+					_ = l.Lease.Extend(context.Background(), l.req.TTL)
+				case <-kl.released:
+					return
+				case <-kd.closed:
+					return
+				}
+			}
+		})
+		return kl
+	}
+	return kd
+}
+
+type keepAliveDriver struct {
+	*plainDriver
+	closed chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+func (d *keepAliveDriver) Close() error {
+	d.once.Do(func() { close(d.closed) })
+	d.wg.Wait()
+	return d.plainDriver.Close()
+}
+
+type keepAliveLease struct {
+	*plainLease
+	released chan struct{}
+	once     sync.Once
+}
+
+func (l *keepAliveLease) Release(ctx context.Context) error {
+	l.once.Do(func() { close(l.released) })
+	return l.plainLease.Release(ctx)
+}
+
+// blockingPlainDriver adds driver.Blocker to a plainDriver: the memory
+// driver's own Acquire, or a broken replacement.
+type blockingPlainDriver struct {
+	*plainDriver
+	acquire func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error)
+}
+
+func (d blockingPlainDriver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	acquire := func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
+		return d.Driver.(driver.Blocker).Acquire(ctx, req)
+	}
+	if d.acquire != nil {
+		acquire = d.acquire
+	}
+	l, err := acquire(ctx, d.plainDriver, req)
+	if err != nil {
+		return nil, err
+	}
+	return &plainLease{Lease: l, d: d.plainDriver, req: req}, nil
+}
+
+func unbrokenBlocking(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	return blockingPlainDriver{plainDriver: d}
+}
+
+// Pattern 9 in a server-side wait: a RedLock-style Acquire that reports the
+// full TTL as validity from its reply, not from its start. Its TryAcquire is
+// sound: only Lock, through Acquire, meets the fault.
+func acquireValidityFromReply(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	return blockingPlainDriver{plainDriver: d, acquire: func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
+		started := time.Now()
+		l, err := d.Driver.(driver.Blocker).Acquire(ctx, req) // the first master
+		if err != nil {
+			return nil, err
+		}
+		time.Sleep(4 * 5 * time.Millisecond) // four more masters, one by one
+		return &replyValidity{Lease: l, elapsed: time.Since(started)}, nil
+	}}
+}
+
+// notifyingPlainDriver adds the memory driver's driver.Notifier to a
+// plainDriver; broken, it acts on its wake-ups (onWake).
+type notifyingPlainDriver struct {
+	*plainDriver
+	onWake func(key string)
+}
+
+func (d *notifyingPlainDriver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	s, err := d.Driver.(driver.Notifier).Subscribe(ctx, key)
+	if err != nil || d.onWake == nil {
+		return s, err
+	}
+	return relay(s, func(forward func(), _ func(func())) {
+		d.onWake(key)
+		forward()
+	}), nil
+}
+
+func unbrokenNotifying(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	return &notifyingPlainDriver{plainDriver: d}
+}
+
+// A release message taken as a grant: a waiter that was woken takes the
+// lock at its next try as if the releaser had handed it over, over whoever
+// took it since (the message tells of a release, not of the lock now).
+func wakeupTakenAsGrant(b *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	var mu sync.Mutex
+	woken := map[string]bool{}
+	d.acquire = func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
+		mu.Lock()
+		w := woken[req.Key]
+		delete(woken, req.Key)
+		mu.Unlock()
+		if req.Wait && w {
+			b.Tamper(req.Key, false) // "the lock is ours now"
+		}
+		return d.Driver.TryAcquire(ctx, req)
+	}
+	return &notifyingPlainDriver{plainDriver: d, onWake: func(key string) {
+		mu.Lock()
+		woken[key] = true
+		mu.Unlock()
+	}}
+}
+
+// Grants by release, taken on a late message (issue 15's Redis double
+// grants): the first request refused a lock joins the key's queue on the
+// backend; a release grants the lock to the queue's head in the same step,
+// and the head's driver takes that grant at its next try, however long ago
+// it was made, with validity counted from that try; and it forgets the
+// grant only when giving it back succeeds. A waiter that stalls longer than
+// the TTL is handed the lapsed grant, which the core refuses as expired on
+// arrival and gives back (the backend says it is not held), and then again,
+// at its next try, as fresh.
+func grantByReleaseTrusted(b *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	q, _ := releaseQueues.LoadOrStore(b, &releaseQueue{head: map[string]queued{}, granted: map[string]queued{}})
+	rq := q.(*releaseQueue)
+	d.acquire = func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
+		rq.mu.Lock()
+		defer rq.mu.Unlock()
+		if g, ok := rq.granted[req.Key]; ok && g.d == d {
+			delete(rq.granted, req.Key)
+			return g.lease, nil // taken on the message: no check that it still holds
+		}
+		l, err := d.Driver.TryAcquire(ctx, req)
+		if err == nil {
+			if h, ok := rq.head[req.Key]; ok && h.d == d {
+				delete(rq.head, req.Key)
+			}
+			return l, nil
+		}
+		if _, ok := rq.head[req.Key]; !ok && errors.Is(err, driver.ErrLocked) {
+			rq.head[req.Key] = queued{d: d, req: req}
+		}
+		return nil, err
+	}
+	d.lease = func(l *plainLease) driver.Lease { return &grantingRelease{plainLease: l, q: rq} }
+	return &notifyingPlainDriver{plainDriver: d}
+}
+
+// releaseQueues holds the queue of each broken backend.
+var releaseQueues sync.Map // *memory.Backend -> *releaseQueue
+
+type releaseQueue struct {
+	mu      sync.Mutex
+	head    map[string]queued // by key: the first request refused
+	granted map[string]queued // by key: a grant made by a release, untaken
+}
+
+type queued struct {
+	d     *plainDriver
+	req   driver.Request
+	lease driver.Lease
+}
+
+type grantingRelease struct {
+	*plainLease
+	q *releaseQueue
+}
+
+func (l *grantingRelease) Release(ctx context.Context) error {
+	if err := l.plainLease.Release(ctx); err != nil {
+		return err
+	}
+	l.q.mu.Lock()
+	defer l.q.mu.Unlock()
+	h, ok := l.q.head[l.req.Key]
+	if !ok {
+		return nil
+	}
+	delete(l.q.head, l.req.Key)
+	if g, err := h.d.Driver.TryAcquire(context.WithoutCancel(ctx), h.req); err == nil {
+		sl := &stayGrant{plainLease: &plainLease{Lease: g, d: h.d, req: h.req}, q: l.q}
+		h.lease, sl.entry = sl, h
+		sl.entry.lease = sl
+		l.q.granted[l.req.Key] = sl.entry
+	}
+	return nil
+}
+
+// stayGrant is a grant by release: the stay keeps it until it is given back.
+type stayGrant struct {
+	*plainLease
+	q     *releaseQueue
+	entry queued
+}
+
+func (l *stayGrant) Release(ctx context.Context) error {
+	err := l.plainLease.Release(ctx)
+	if errors.Is(err, driver.ErrNotHeld) {
+		l.q.mu.Lock()
+		if _, ok := l.q.granted[l.req.Key]; !ok {
+			l.q.granted[l.req.Key] = l.entry // the message still says it is ours
+		}
+		l.q.mu.Unlock()
+	}
+	return err
+}
+
+// A lease that reports twice the validity the backend gives it: a holder
+// that stops renewing (frozen) goes on trusting it for a TTL after the
+// backend let it go and another client took the lock.
+func validityOverstated(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	d.lease = func(l *plainLease) driver.Lease { return &overstated{l} }
+	return d
+}
+
+type overstated struct{ *plainLease }
+
+func (l *overstated) Validity() time.Duration { return 2 * l.Lease.Validity() }
+
+// A server-side wait that forgets a grant racing with its cancellation, on
+// a backend where a lock lasts as long as its holder's session (here: the
+// driver renews its leases by itself until they are released): the
+// caller's context ends while the grant's reply is on its way, Acquire
+// returns the context's error, and the lock stays taken for as long as the
+// client lives.
+func cancelledGrantForgotten(b *memory.Backend, d *plainDriver, n int64) driver.Driver {
+	return raceReply(b, d, n, false)
+}
+
+// unbrokenCancelledGrant is its control: it gives the grant back.
+func unbrokenCancelledGrant(b *memory.Backend, d *plainDriver, n int64) driver.Driver {
+	return raceReply(b, d, n, true)
+}
+
+func raceReply(b *memory.Backend, d *plainDriver, n int64, giveBack bool) driver.Driver {
+	kd := selfRenewingLeases(b, d, n).(*keepAliveDriver)
+	return blockingKeepAlive{keepAliveDriver: kd, acquire: func(ctx context.Context, req driver.Request) (driver.Lease, error) {
+		l, err := d.Driver.(driver.Blocker).Acquire(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		pl := d.lease(&plainLease{Lease: l, d: d, req: req}) // renewed from now on
+		select {
+		case <-time.After(2 * time.Millisecond): // the reply's way back
+			return pl, nil
+		case <-ctx.Done():
+			if giveBack {
+				_ = pl.Release(context.WithoutCancel(ctx))
+			}
+			return nil, ctx.Err()
+		}
+	}}
+}
+
+type blockingKeepAlive struct {
+	*keepAliveDriver
+	acquire func(ctx context.Context, req driver.Request) (driver.Lease, error)
+}
+
+func (d blockingKeepAlive) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	return d.acquire(ctx, req)
+}
+
+// A subscription whose Close does not stop the goroutine that relays its
+// wake-ups: every wait leaves a goroutine behind, for the life of the
+// process. The leak check after each case catches it.
+func subscriptionsLeaked(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	return leakyNotifier{&notifyingPlainDriver{plainDriver: d}}
+}
+
+type leakyNotifier struct{ *notifyingPlainDriver }
+
+func (d leakyNotifier) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	s, err := d.notifyingPlainDriver.Subscribe(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	ls := &leakySubscription{Subscription: s, c: make(chan struct{}, 1)}
+	go func() {
+		for range time.Tick(time.Millisecond) { // polls the inner channel for ever
+			select {
+			case <-s.C():
+				select {
+				case ls.c <- struct{}{}:
+				default:
+				}
+			default:
+			}
+		}
+	}()
+	return ls, nil
+}
+
+type leakySubscription struct {
+	driver.Subscription
+	c chan struct{}
+}
+
+func (s *leakySubscription) C() <-chan struct{} { return s.c }

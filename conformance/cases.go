@@ -9,15 +9,24 @@ type testCase struct {
 	// rule is what the case checks, restated from the documentation of
 	// package dlock or package driver.
 	rule string
-	// serial cases interfere with the whole backend and run one at a time.
+	// serial cases interfere with the whole backend (faults, or the load of
+	// a contest) and run one at a time.
 	serial bool
 	// ttls is how many TTLs the case may take, beyond a fixed allowance.
 	ttls int
-	run  func(t *T, e *env)
+	// contest cases run for as long as DLOCK_RANDOM_DEADLINES says, beyond
+	// their TTLs.
+	contest bool
+	run     func(t *T, e *env)
 }
 
 func (c testCase) limit(ttl time.Duration) time.Duration {
-	return 30*time.Second + time.Duration(max(c.ttls, 4))*ttl
+	d := 30*time.Second + time.Duration(max(c.ttls, 4))*ttl
+	if c.contest {
+		length, _ := contestLengthFromEnv() // a bad value fails the case at once
+		d += length
+	}
+	return d
 }
 
 // cases is the suite. The self-tests name cases from it: keep names stable.
@@ -74,6 +83,18 @@ var cases = []testCase{
 		rule: "a driver.Transferer hands a held exclusive lock to another request atomically, with a greater token; the former holder can no longer release, extend or transfer it, and a shared read lock is not transferred"},
 	{name: "TokenBlock", run: testTokenBlock,
 		rule: "a driver.TokenBlocker's grants (acquisitions and transfers) each reserve their block of fencing tokens: no later grant, on any client, gets a token inside it"},
+	{name: "RandomDeadlines", serial: true, ttls: 10, contest: true, run: testRandomDeadlines,
+		rule: "under Lock and Unlock deadlines from a tenth of a round trip to several (3 clients x 4 goroutines on one key), no two leases are trusted at once (granted, not yet unlocking, before their deadline, not reported lost), fencing tokens strictly rise in grant order, and no Deadline is later than the TTL after its Lock returned"},
+	{name: "AppliedAfterTimeout", serial: true, ttls: 10, contest: true, run: testAppliedAfterTimeout,
+		rule: "requests that reach the backend late, some after their caller was told its context ended (TryAcquire, Acquire, Transfer, Extend, Release), break neither mutual exclusion nor token order nor the Deadline promise, and a lock granted to a caller that is gone is free again within the TTL"},
+	{name: "FrozenWaiter", ttls: 12, run: testFrozenWaiter,
+		rule: "a client frozen longer than the TTL while three of its goroutines wait (every driver call and wake-up stalled) comes out with no lapsed grant: no two leases are trusted at once, tokens rise, and no Deadline is later than the TTL after its Lock returned"},
+	{name: "FrozenHolder", ttls: 12, run: testFrozenHolder,
+		rule: "while a client that holds a lock is frozen longer than the TTL (every driver call and wake-up stalled), another client gets the lock, and the frozen client hands no lapsed hold to its waiting goroutine: no two leases are trusted at once and tokens rise"},
+	{name: "LateNotifications", serial: true, ttls: 12, contest: true, run: testLateNotifications,
+		rule: "wake-ups held back, duplicated and out of step with the lock are hints only: the contest of RandomDeadlines keeps mutual exclusion and token order, and a waiter still gets a released lock promptly"},
+	{name: "GrantCancelRace", ttls: 30, run: testGrantCancelRace,
+		rule: "a Lock or TryLock whose context is cancelled as the backend grants it returns a valid lease or exactly context.Canceled, and after the latter the lock is free again within the TTL plus a margin"},
 	{name: "BackendPaused", serial: true, ttls: 12, run: testBackendPaused,
 		rule: "a backend paused beyond the TTL makes the holder's lost signal fire by its deadline, and after the pause at most one client holds the lock; a short pause changes nothing"},
 	{name: "BackendRestarted", serial: true, ttls: 12, run: testBackendRestarted,

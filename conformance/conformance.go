@@ -17,7 +17,19 @@
 // capability the driver lacks (read-write locks, reentrancy) or a hook the
 // harness lacks (tampering, backend faults) are skipped with the reason.
 // Every case runs under a watchdog, so a broken driver fails instead of
-// hanging.
+// hanging, and is followed by a goroutine-leak check: whatever the case
+// started (the core's, the driver's and its client library's goroutines)
+// must have ended once it has.
+//
+// Some faults need no harness hook: a fault middleware between the core and
+// the driver (middleware.go) delays replies, blocks renewals, delivers
+// requests after their caller gave up, freezes a client past its TTL,
+// holds back and duplicates wake-ups, and cancels callers as grants arrive,
+// keeping the driver's optional interfaces so that the core drives it as it
+// drives the bare driver. The contests (RandomDeadlines, AppliedAfterTimeout,
+// LateNotifications) run for a few seconds; DLOCK_RANDOM_DEADLINES (a Go
+// duration such as 60s) lengthens them, and they log their grants, timeouts,
+// overlaps and token regressions.
 //
 // The suite proves its own strength: its tests run it against deliberately
 // broken drivers, one per known-broken locking algorithm, and check that each
@@ -75,7 +87,7 @@ type Faults struct {
 // Run runs every applicable case of the suite against the harness's backend,
 // each as a subtest of t named after the case. Cases that do not interfere
 // with the whole backend run in parallel, on keys of their own; fault cases
-// run afterwards, one at a time.
+// and the contests, which load the backend, run afterwards, one at a time.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.NewDriver == nil {

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"runtime"
 	"strings"
@@ -107,11 +108,12 @@ func execute(env *env, c testCase) result {
 	t := &T{ctx: ctx}
 	done := make(chan struct{})
 	start := time.Now()
-	go func() {
+	id := env.run + "/" + c.name + "/" + rand.Text()[:6]
+	go runLabelled(id, func() {
 		defer close(done)
 		defer t.runCleanups()
 		c.run(t, env)
-	}()
+	})
 	select {
 	case <-done:
 	case <-time.After(limit + watchdogGrace):
@@ -122,9 +124,13 @@ func execute(env *env, c testCase) result {
 		defer t.mu.Unlock()
 		return result{failed: true, hung: true, logs: append([]string(nil), t.logs...), duration: time.Since(start)}
 	}
+	duration := time.Since(start)
+	if stacks := leaked(id); len(stacks) > 0 {
+		t.Errorf("goroutines the case started were still running %v after it ended:\n%s", leakWait, strings.Join(stacks, "\n\n"))
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return result{failed: t.failed, skipped: t.skipped, logs: t.logs, duration: time.Since(start)}
+	return result{failed: t.failed, skipped: t.skipped, logs: t.logs, duration: duration}
 }
 
 func (t *T) runCleanups() {

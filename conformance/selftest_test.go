@@ -33,6 +33,14 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 		{"loss reported after release", lossAfterRelease, unbrokenLossReports, []string{"LossReports"}},
 		{"handoff keeping the fencing token", transferKeepingToken, unbrokenTransfer, []string{"Transfer", "WaitersServedInOrder"}},
 		{"token blocks claimed, not reserved", blocksNotReserved, unbrokenBlocks, []string{"TokenBlock", "FencingTokens"}},
+		{"9 in Acquire: validity from the reply", acquireValidityFromReply, unbrokenBlocking, []string{"SlowAcquireReply"}},
+		{"late grant message trusted", lateGrantTrusted, unbroken, []string{"RandomDeadlines"}},
+		{"wake-up taken as a grant", wakeupTakenAsGrant, unbrokenNotifying, []string{"LateNotifications"}},
+		{"grant by release taken on a late message", grantByReleaseTrusted, unbrokenNotifying, []string{"FrozenWaiter"}},
+		{"validity overstated", validityOverstated, unbroken, []string{"FrozenHolder"}},
+		{"a grant racing with its cancellation forgotten", cancelledGrantForgotten, unbrokenCancelledGrant, []string{"GrantCancelRace"}},
+		{"subscriptions leaking a goroutine", subscriptionsLeaked, unbrokenNotifying, []string{"MutualExclusion"}},
+		{"leases renewed by the driver until released", selfRenewingLeases, unbroken, []string{"AppliedAfterTimeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -52,6 +60,8 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 				if r.failed {
 					caught = true
 					t.Logf("caught by %s:\n%s", name, strings.Join(r.logs, "\n"))
+				} else {
+					t.Logf("%s passed:\n%s", name, strings.Join(r.logs, "\n"))
 				}
 			}
 			if !caught {
