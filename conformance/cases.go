@@ -78,4 +78,9 @@ var cases = []testCase{
 		rule: "a backend paused beyond the TTL makes the holder's lost signal fire by its deadline, and after the pause at most one client holds the lock; a short pause changes nothing"},
 	{name: "BackendRestarted", serial: true, ttls: 12, run: testBackendRestarted,
 		rule: "after a backend restart the holder learns of a lost lock at the next renewal, and tokens never go backwards"},
+	// Partitions: one client cut off from the backend (Harness.NewLinkedDriver).
+	{name: "PartitionedHolder", ttls: 12, run: testPartitionedHolder,
+		rule: "a holder cut off from the backend past its TTL (renewal on) loses the lock: another client gets it within the TTL plus a margin, never before the holder's deadline without the holder being told, the holder's lost signal fires by its deadline, and once the link is back its Unlock and Extend (core and driver) change nothing and tokens rise"},
+	{name: "SilentHolder", ttls: 8, run: testSilentHolder,
+		rule: "a holder whose renewals and the driver's own heartbeats and keep-alives stop reaching the backend, its process and connections alive, has its locks freed by the backend within the TTL plus a margin, and the new holders keep them, also once the silent holder's late messages arrive"},
 }
