@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -47,14 +48,23 @@ var cutToxics = []string{"cut-upstream", "cut-downstream"}
 // It is closed when tb's test ends, if [Proxy.Close] was not called before.
 func NewProxy(tb testing.TB, upstream string) *Proxy {
 	tb.Helper()
+	p, err := StartProxy(upstream)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// StartProxy starts a proxy to upstream (host:port) on a free loopback port.
+// The caller closes it.
+func StartProxy(upstream string) (*Proxy, error) {
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	tp := toxiproxy.NewProxy(server, "link-"+upstream, "127.0.0.1:0", upstream)
 	if err := tp.Start(); err != nil {
-		tb.Fatalf("testserver: proxy to %s: %v", upstream, err)
+		return nil, fmt.Errorf("testserver: proxy to %s: %w", upstream, err)
 	}
-	p := &Proxy{proxy: tp}
-	tb.Cleanup(func() { _ = p.Close() })
-	return p
+	return &Proxy{proxy: tp}, nil
 }
 
 // Addr is the address (host:port) clients dial to reach the server through
@@ -119,13 +129,67 @@ func (p *Proxy) Close() error {
 	return nil
 }
 
-// Proxies is one client's link made of several proxies (a client of several
-// servers, such as RedLock's masters): Cut and Restore act on all of them.
-type Proxies []*Proxy
+// Link is one client's link to any number of servers (a Redis Cluster's
+// nodes, RedLock's masters): the client dials through [Link.DialContext],
+// which makes a [Proxy] per server address on first use, and Cut and Restore
+// act on all of them, including those made while the link is cut. It
+// implements conformance.Link.
+type Link struct {
+	mu      sync.Mutex
+	cut     bool
+	closed  bool
+	proxies map[string]*Proxy
+}
 
-// Cut cuts every proxy, the first error ending the loop.
-func (ps Proxies) Cut(ctx context.Context) error {
-	for _, p := range ps {
+// NewLink returns a link with no proxy yet. It is closed when tb's test
+// ends, if [Link.Close] was not called before.
+func NewLink(tb testing.TB) *Link {
+	l := &Link{proxies: map[string]*Proxy{}}
+	tb.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// DialContext connects to addr through the link's proxy for addr, with the
+// signature of net.Dialer's, which client libraries take as a dial hook.
+func (l *Link) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	p, err := l.proxy(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, p.Addr())
+}
+
+func (l *Link) proxy(ctx context.Context, addr string) (*Proxy, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, errors.New("testserver: dial through a closed link")
+	}
+	if p := l.proxies[addr]; p != nil {
+		return p, nil
+	}
+	p, err := StartProxy(addr)
+	if err != nil {
+		return nil, err
+	}
+	if l.cut {
+		if err := p.Cut(ctx); err != nil {
+			_ = p.Close()
+			return nil, err
+		}
+	}
+	l.proxies[addr] = p
+	return p, nil
+}
+
+// Cut cuts every proxy of the link, and those it makes from now on, as
+// [Proxy.Cut] does.
+func (l *Link) Cut(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cut = true
+	for _, p := range l.proxies {
 		if err := p.Cut(ctx); err != nil {
 			return err
 		}
@@ -133,19 +197,25 @@ func (ps Proxies) Cut(ctx context.Context) error {
 	return nil
 }
 
-// Restore restores every proxy.
-func (ps Proxies) Restore(ctx context.Context) error {
+// Restore restores every proxy of the link.
+func (l *Link) Restore(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cut = false
 	var errs []error
-	for _, p := range ps {
+	for _, p := range l.proxies {
 		errs = append(errs, p.Restore(ctx))
 	}
 	return errors.Join(errs...)
 }
 
-// Close closes every proxy.
-func (ps Proxies) Close() error {
+// Close closes every proxy of the link. It may be called more than once.
+func (l *Link) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
 	var errs []error
-	for _, p := range ps {
+	for _, p := range l.proxies {
 		errs = append(errs, p.Close())
 	}
 	return errors.Join(errs...)
