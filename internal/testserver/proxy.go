@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -65,6 +66,25 @@ func StartProxy(upstream string) (*Proxy, error) {
 		return nil, fmt.Errorf("testserver: proxy to %s: %w", upstream, err)
 	}
 	return &Proxy{proxy: tp}, nil
+}
+
+// ProxyURL starts a proxy to the one server rawURL names (its host:port) and
+// returns rawURL with the proxy's address in its place, for a client that
+// dials what its URL says. The caller closes the proxy.
+func ProxyURL(rawURL string) (string, *Proxy, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("testserver: proxy for %q: %w", rawURL, err)
+	}
+	if u.Host == "" || strings.Contains(u.Host, ",") {
+		return "", nil, fmt.Errorf("testserver: proxy for %q: the URL must name exactly one server", rawURL)
+	}
+	p, err := StartProxy(u.Host)
+	if err != nil {
+		return "", nil, err
+	}
+	u.Host = p.Addr()
+	return u.String(), p, nil
 }
 
 // Addr is the address (host:port) clients dial to reach the server through
