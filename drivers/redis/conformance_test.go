@@ -79,9 +79,20 @@ func openLinked(ctx context.Context, u *url.URL, dial dialer) (driver.Driver, er
 	return newDriver(client, true, o), nil
 }
 
+// linkedNodeTimeout is the per-master timeout of a linked RedLock client:
+// each request crosses a proxy in the test process, which under -race on a
+// loaded machine takes more than the default 100 ms.
+const linkedNodeTimeout = "500ms"
+
 // openRedLockLinked is openRedLock, dialing every master through dial.
 func openRedLockLinked(ctx context.Context, u *url.URL, dial dialer) (driver.Driver, error) {
-	opts, o, err := parseRedLockURL(u)
+	linked := *u
+	q := linked.Query()
+	if q.Get(nodeTimeoutParam) == "" {
+		q.Set(nodeTimeoutParam, linkedNodeTimeout)
+	}
+	linked.RawQuery = q.Encode()
+	opts, o, err := parseRedLockURL(&linked)
 	if err != nil {
 		return nil, err
 	}
