@@ -101,4 +101,9 @@ var cases = []testCase{
 		rule: "after a backend restart the holder learns of a lost lock at the next renewal, and tokens never go backwards"},
 	{name: "LockWaitsThroughRestart", serial: true, ttls: 16, run: testLockWaitsThroughRestart,
 		rule: "a Lock waiting while the backend restarts, and while it is paused, rides out the outage: it is granted once the backend is back and the lock free, with no error, inside its context"},
+	// Partitions: one client cut off from the backend (Harness.NewLinkedDriver).
+	{name: "PartitionedHolder", ttls: 12, run: testPartitionedHolder,
+		rule: "a holder cut off from the backend past its TTL (renewal on) loses the lock: another client gets it within the TTL plus a margin, never before the holder's deadline without the holder being told, the holder's lost signal fires by its deadline, and once the link is back its Unlock and Extend (core and driver) change nothing and tokens rise"},
+	{name: "SilentHolder", ttls: 8, run: testSilentHolder,
+		rule: "a holder whose renewals and the driver's own heartbeats and keep-alives stop reaching the backend, its process and connections alive, has its locks freed by the backend within the TTL plus a margin, and the new holders keep them, also once the silent holder's late messages arrive"},
 }

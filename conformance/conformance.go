@@ -15,7 +15,8 @@
 // Each case is a row of a table with the rule it checks, taken from the
 // documentation of package dlock and package driver. Cases needing a
 // capability the driver lacks (read-write locks, reentrancy) or a hook the
-// harness lacks (tampering, backend faults) are skipped with the reason.
+// harness lacks (tampering, backend faults, links to cut) are skipped with
+// the reason.
 // Every case runs under a watchdog, so a broken driver fails instead of
 // hanging, and is followed by a goroutine-leak check: whatever the case
 // started (the core's, the driver's and its client library's goroutines)
@@ -71,6 +72,30 @@ type Harness struct {
 
 	// Faults, when set, enables the cases that pause and restart the backend.
 	Faults *Faults
+
+	// NewLinkedDriver, when set, returns a new client like NewDriver's whose
+	// every connection to the backend goes through a link of its own, which
+	// the suite can cut and restore (a TCP proxy per client, such as
+	// internal/testserver's Proxy). It enables the partition cases. The
+	// suite restores, then closes, every link it is given, after closing
+	// its driver.
+	NewLinkedDriver func(ctx context.Context) (driver.Driver, Link, error)
+}
+
+// Link is one client's network path to the backend, which the suite cuts
+// to model a partition between that client and the backend.
+type Link interface {
+	// Cut silences the link in both directions: nothing that the client or
+	// the backend sends is delivered any more (it is held or dropped), and
+	// connections stay open, so neither side is told, as in a network
+	// partition and unlike a reset. New connections get nothing through
+	// either. Cutting a cut link does nothing.
+	Cut(ctx context.Context) error
+	// Restore lets traffic through again. Bytes the cut held may be
+	// delivered now, late. Restoring a link that is not cut does nothing.
+	Restore(ctx context.Context) error
+	// Close ends the link and every connection through it.
+	Close() error
 }
 
 // Faults are hooks that do to the whole backend what happens to servers.

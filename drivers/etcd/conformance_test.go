@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 // TestConformance runs the shared suite against the real server, with its
@@ -47,6 +49,25 @@ func TestConformance(t *testing.T) {
 				_, err = cli.Delete(ctx, holder)
 			}
 			return err
+		},
+		// A client whose link to the server the partition cases cut: its
+		// session lease's keep-alives stop with everything else.
+		NewLinkedDriver: func(ctx context.Context) (driver.Driver, conformance.Link, error) {
+			proxied, link, err := testserver.ProxyURL(testURL(testTTL))
+			if err != nil {
+				return nil, nil, err
+			}
+			u, err := url.Parse(proxied)
+			if err != nil {
+				_ = link.Close()
+				return nil, nil, err
+			}
+			d, err := open(ctx, u)
+			if err != nil {
+				_ = link.Close()
+				return nil, nil, err
+			}
+			return d, link, nil
 		},
 	}
 	if server.Faults() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 // suiteTTL is the lease length of the conformance run. memcached expires in
@@ -53,6 +54,19 @@ func TestConformance(t *testing.T) {
 			}
 			stranger := encodeValue("stranger", time.Now().Add(time.Hour))
 			return mc.Set(&memcache.Item{Key: name, Value: stranger, Expiration: int32(time.Hour / time.Second)})
+		},
+		// A client whose link to the server the partition cases cut.
+		NewLinkedDriver: func(context.Context) (driver.Driver, conformance.Link, error) {
+			proxied, link, err := testserver.ProxyURL(server.URL)
+			if err != nil {
+				return nil, nil, err
+			}
+			d, err := New(newMCAt(t, proxied))
+			if err != nil {
+				_ = link.Close()
+				return nil, nil, err
+			}
+			return d, link, nil
 		},
 	}
 	if server.Faults() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 // openURL makes a Driver the way dlock.Open does, from the test server's URL.
@@ -101,6 +102,20 @@ func TestConformance(t *testing.T) {
 			mu.Unlock()
 			_, err = c.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_lock(%d)", id)).ReadAll()
 			return err
+		},
+		// A client whose link to the server the partition cases cut: the
+		// server sees an idle session, its connection open.
+		NewLinkedDriver: func(ctx context.Context) (driver.Driver, conformance.Link, error) {
+			proxied, link, err := testserver.ProxyURL(server.URL)
+			if err != nil {
+				return nil, nil, err
+			}
+			d, err := openURL(ctx, proxied)
+			if err != nil {
+				_ = link.Close()
+				return nil, nil, err
+			}
+			return d, link, nil
 		},
 	}
 	if server.Faults() {

@@ -104,6 +104,8 @@ func (c *clusterEnv) testConformance(t *testing.T) {
 			}
 			return cc.Del(ctx, n.lock).Err()
 		},
+		// The partition cases cut one client off from every server.
+		NewLinkedDriver: linkedOpener(t, url, openClusterLinked),
 		// The whole backend is every master.
 		Faults: &conformance.Faults{
 			Pause:  all((*testserver.Server).Pause),

@@ -2,10 +2,15 @@ package redis
 
 import (
 	"context"
+	"net"
+	"net/url"
 	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 // TestConformance runs the shared suite against the real server, with its
@@ -24,6 +29,7 @@ func TestConformance(t *testing.T) {
 			}
 			return rdb.Del(ctx, n.lock).Err()
 		},
+		NewLinkedDriver: linkedOpener(t, mustURL(t, server.URL), openLinked),
 	}
 	if server.Faults() {
 		h.Faults = &conformance.Faults{
@@ -38,4 +44,90 @@ func TestConformance(t *testing.T) {
 		}
 	}
 	conformance.Run(t, h)
+}
+
+// linkedOpener is the partition cases' Harness.NewLinkedDriver: it opens a
+// driver from u, as open does, whose every connection (to each server it
+// dials: the one server, each master, each node of a cluster) goes through
+// a link of its own.
+func linkedOpener(t *testing.T, u *url.URL, open func(context.Context, *url.URL, dialer) (driver.Driver, error)) func(context.Context) (driver.Driver, conformance.Link, error) {
+	return func(ctx context.Context) (driver.Driver, conformance.Link, error) {
+		link := testserver.NewLink(t)
+		d, err := open(ctx, u, link.DialContext)
+		if err != nil {
+			_ = link.Close()
+			return nil, nil, err
+		}
+		return d, link, nil
+	}
+}
+
+// dialer is go-redis's dial hook (Options.Dialer).
+type dialer = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// openLinked is open, dialing through dial.
+func openLinked(ctx context.Context, u *url.URL, dial dialer) (driver.Driver, error) {
+	opt, o, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	opt.Dialer = dial
+	client := goredis.NewClient(opt)
+	if err := pingOwned(ctx, u, client); err != nil {
+		return nil, err
+	}
+	return newDriver(client, true, o), nil
+}
+
+// linkedNodeTimeout is the per-master timeout of a linked RedLock client:
+// each request crosses a proxy in the test process, which under -race on a
+// loaded machine takes more than the default 100 ms.
+const linkedNodeTimeout = "500ms"
+
+// openRedLockLinked is openRedLock, dialing every master through dial.
+func openRedLockLinked(ctx context.Context, u *url.URL, dial dialer) (driver.Driver, error) {
+	linked := *u
+	q := linked.Query()
+	if q.Get(nodeTimeoutParam) == "" {
+		q.Set(nodeTimeoutParam, linkedNodeTimeout)
+	}
+	linked.RawQuery = q.Encode()
+	opts, o, err := parseRedLockURL(&linked)
+	if err != nil {
+		return nil, err
+	}
+	clients := make([]goredis.UniversalClient, len(opts))
+	addrs := make([]string, len(opts))
+	for i, opt := range opts {
+		opt.Dialer = dial
+		clients[i], addrs[i] = goredis.NewClient(opt), opt.Addr
+	}
+	// Connect to every master now, as openRedLock does (it asks each for
+	// its run_id), so that no case's first request pays for a dial and a
+	// new proxy within the per-master timeout.
+	for _, c := range clients {
+		if err := c.Ping(ctx).Err(); err != nil {
+			for _, c := range clients {
+				_ = c.Close()
+			}
+			return nil, err
+		}
+	}
+	return newRedLock(clients, addrs, true, o), nil
+}
+
+// openClusterLinked is openCluster, dialing every node through dial: the
+// nodes' addresses come from the cluster itself (CLUSTER SLOTS, MOVED), and
+// the link makes a proxy for each on first use.
+func openClusterLinked(ctx context.Context, u *url.URL, dial dialer) (driver.Driver, error) {
+	opt, o, err := parseClusterURL(u)
+	if err != nil {
+		return nil, err
+	}
+	opt.Dialer = dial
+	client := goredis.NewClusterClient(opt)
+	if err := pingOwned(ctx, u, client); err != nil {
+		return nil, err
+	}
+	return newDriver(client, true, o), nil
 }

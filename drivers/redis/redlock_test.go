@@ -174,6 +174,8 @@ func (g *rlGroup) testConformance(t *testing.T) {
 			}
 			return nil
 		},
+		// The partition cases cut one client off from every server.
+		NewLinkedDriver: linkedOpener(t, url, openRedLockLinked),
 		// The whole backend is every master.
 		Faults: &conformance.Faults{
 			Pause:  all((*testserver.Server).Pause),

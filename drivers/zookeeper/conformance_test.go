@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 // TestConformance runs the shared suite against the real server, with its
@@ -29,6 +30,20 @@ func TestConformance(t *testing.T) {
 		// queue.
 		Tamper: func(ctx context.Context, key string, overwrite bool) error {
 			return tamper(conn, "/dlock-test"+base, key, overwrite)
+		},
+		// A client whose link to the server the partition cases cut: its
+		// session's heartbeats stop with everything else.
+		NewLinkedDriver: func(ctx context.Context) (driver.Driver, conformance.Link, error) {
+			proxied, link, err := testserver.ProxyURL(rawURL)
+			if err != nil {
+				return nil, nil, err
+			}
+			d, err := open(ctx, mustParse(t, proxied))
+			if err != nil {
+				_ = link.Close()
+				return nil, nil, err
+			}
+			return d, link, nil
 		},
 	}
 	if server.Faults() {
