@@ -41,6 +41,16 @@
 // carrying a retry hint), "this lease is no longer ours" with [ErrNotHeld], and
 // use after Close with [ErrClosed]. Every other error is passed through
 // unwrapped: the core wraps it once with the operation and key.
+//
+// A waiting Lock rides out errors that mean "the backend is unavailable for
+// now" and gives up at once on any other. The core recognises broken
+// connections, network timeouts, DNS failures and SQLSTATE classes of an
+// unavailable server by itself; a backend's own "not now" replies (a cluster
+// electing, a server loading its data) are the driver's to mark: an error
+// in the chain with a method Transient() bool returning true is ridden out.
+// When the caller's context has ended, return ctx.Err(), not the error of
+// the request it cut short, and release whatever the request may have left
+// behind (by [Request.ID]) before returning.
 package driver
 
 import (
