@@ -6,7 +6,7 @@ GO ?= go
 # host override it sees /.dockerenv and aims at the gateway instead of loopback.
 TEST_ENV = TESTCONTAINERS_RYUK_DISABLED=true TESTCONTAINERS_HOST_OVERRIDE=localhost DLOCK_REQUIRE_CONTAINERS=1
 
-.PHONY: test check setup example bench
+.PHONY: test check setup example bench flakes
 
 ## test: set the machine up, then vet, format-check and run every test with -race.
 test: setup check
@@ -29,3 +29,10 @@ example:
 ## against real servers in containers: figures, not pass/fail.
 bench: setup
 	$(TEST_ENV) $(GO) test -run '^$$' -bench Suite -benchtime 1x -timeout 60m ./drivers/...
+
+## flakes: run the whole suite N times with -race while LOAD busy processes
+## keep the cores loaded; reports every failing test (testenv/flakes).
+N ?= 10
+LOAD ?= 2
+flakes:
+	N=$(N) LOAD=$(LOAD) GO=$(GO) TEST_ENV='$(TEST_ENV)' bash testenv/flakes
