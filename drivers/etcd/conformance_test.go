@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 // TestConformance runs the shared suite against the real server, with its
@@ -63,9 +64,5 @@ func TestConformance(t *testing.T) {
 	}
 	conformance.Run(t, h)
 	_ = cli.Close()
-	goleak.VerifyNone(t, before,
-		// The Docker client's idle keep-alive connections, from the fault
-		// hooks; the driver uses no HTTP.
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"))
+	goleak.VerifyNone(t, append(testserver.IgnoreOwnGoroutines(), before)...)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 // suiteTTL is the lease length of the conformance run. memcached expires in
@@ -35,10 +36,7 @@ const suiteTTL = 8 * time.Second
 // TestConformance runs the whole suite against the container, with the
 // Tamper hook and, for a container, the fault hooks.
 func TestConformance(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		// The Docker client of the fault hooks keeps its HTTP connection.
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"))
+	defer goleak.VerifyNone(t, append(testserver.IgnoreOwnGoroutines(), goleak.IgnoreCurrent())...)
 	mc := newMC(t)
 	h := conformance.Harness{
 		NewDriver: func(context.Context) (driver.Driver, error) {
