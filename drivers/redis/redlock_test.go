@@ -151,17 +151,21 @@ func (g *rlGroup) down(t *testing.T, pause bool, masters ...int) {
 }
 
 func (g *rlGroup) testConformance(t *testing.T) {
-	// The suite's TTL is 1 s, for which the driver's default per-master
-	// timeout is 100 ms: one round trip to five masters at once, on a loaded
-	// machine running -race, can take longer, and a grant whose fencing
-	// token came back late is refused. 300 ms leaves both phases of an
-	// acquisition (600 ms) within the TTL, as the driver requires.
-	url := mustURL(t, g.group.RedLockURL()+"?node_timeout=300ms")
+	// Every operation is a round trip to five masters at once, and the
+	// exclusion cases run 32 contending goroutines: on a loaded machine
+	// running -race, the default TTL of 1 s (a per-master timeout of 100 ms,
+	// a renewal attempt of 333 ms) lost grants whose fencing token came back
+	// late and leases whose renewals did. A TTL of 2 s with a per-master
+	// timeout of a quarter of it leaves both phases of an acquisition within
+	// the TTL, as the driver requires, and each round trip 500 ms.
+	const ttl = 2 * time.Second
+	url := mustURL(t, g.group.RedLockURL()+"?node_timeout=500ms")
 	all := func(f func(*testserver.Server, context.Context) error) func(context.Context) error {
 		return func(ctx context.Context) error { return g.group.Each(ctx, f) }
 	}
 	conformance.Run(t, conformance.Harness{
 		NewDriver: func(ctx context.Context) (driver.Driver, error) { return openRedLock(ctx, url) },
+		TTL:       ttl,
 		// An operator tampering with the lock does it on every master.
 		Tamper: func(ctx context.Context, key string, overwrite bool) error {
 			n := namesOf(DefaultKeyPrefix, key)
