@@ -5,12 +5,14 @@ GO ?= go
 # testcontainers-go: the reaper image cannot be pulled here, and without the
 # host override it sees /.dockerenv and aims at the gateway instead of loopback.
 TEST_ENV = TESTCONTAINERS_RYUK_DISABLED=true TESTCONTAINERS_HOST_OVERRIDE=localhost DLOCK_REQUIRE_CONTAINERS=1
+# How `make test` and `make flakes` run the tests.
+TEST_FLAGS = -race -count=1 -timeout 30m
 
-.PHONY: test check setup example bench
+.PHONY: test check setup example bench flakes
 
 ## test: set the machine up, then vet, format-check and run every test with -race.
 test: setup check
-	$(TEST_ENV) $(GO) test -race -count=1 -timeout 30m ./...
+	$(TEST_ENV) $(GO) test $(TEST_FLAGS) ./...
 
 ## check: go vet and gofmt.
 check:
@@ -29,3 +31,10 @@ example:
 ## against real servers in containers: figures, not pass/fail.
 bench: setup
 	$(TEST_ENV) $(GO) test -run '^$$' -bench Suite -benchtime 1x -timeout 60m ./drivers/...
+
+## flakes: run the whole suite N times with -race while LOAD busy processes
+## keep the cores loaded; reports every failing test (testenv/flakes).
+N ?= 10
+LOAD ?= 2
+flakes:
+	N=$(N) LOAD=$(LOAD) GO=$(GO) TEST_ENV='$(TEST_ENV)' TEST_FLAGS='$(TEST_FLAGS)' bash testenv/flakes

@@ -22,24 +22,12 @@ import (
 // 5.33 s) before its deadline; 8 s leaves 0.48 s for a loaded machine (7 s
 // would leave 0.16 s, 6 s none). ManualExtend (an Extend after TTL/2 without
 // renewal) then has 1.8 s of room.
-//
-// Known suite problem: ExpiryAfterHolderVanishes ends with within(la.Done(),
-// time.Until(deadline)+slack). Here the lock frees 1.2 to 2.2 s after the
-// holder's deadline (N-1 to N s after the grant, against a deadline at
-// N-2.18 s), so that duration is negative by then, and within's select
-// picks at random between the closed Done channel and the timer that fired
-// at once: the case fails about half the time although the lost signal
-// fired at the deadline (TestExpiryAfterHolderVanishes checks that). No TTL
-// avoids it; within should look at the channel before arming the timer.
 const suiteTTL = 8 * time.Second
 
 // TestConformance runs the whole suite against the container, with the
 // Tamper hook and, for a container, the fault hooks.
 func TestConformance(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		// The Docker client of the fault hooks keeps its HTTP connection.
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"))
+	defer goleak.VerifyNone(t, append(testserver.IgnoreOwnGoroutines(), goleak.IgnoreCurrent())...)
 	mc := newMC(t)
 	h := conformance.Harness{
 		NewDriver: func(context.Context) (driver.Driver, error) {

@@ -497,7 +497,10 @@ func TestExpiryAfterHolderVanishes(t *testing.T) {
 		if at.Before(deadline) {
 			t.Errorf("the lost signal fired %v before the deadline", deadline.Sub(at))
 		}
-		if late := at.Sub(deadline); late > 100*time.Millisecond {
+		// Never early; late only by the scheduling of a loaded machine
+		// (242 ms seen under make flakes), for which a fifth of the TTL is
+		// room enough.
+		if late := at.Sub(deadline); late > testTTL/5 {
 			t.Errorf("the lost signal fired %v after the deadline", late)
 		}
 	default:

@@ -133,6 +133,10 @@ func TestNoEvictionWithDisableEvictions(t *testing.T) {
 	d := newTestDriver(t, mc)
 	key := testKey(t)
 	req := reqFor(key)
+	// Filling the server takes seconds on a loaded machine, longer than the
+	// 2.9 s that MinTTL guarantees: the lock must not expire meanwhile,
+	// since its expiry would look like the eviction this test rules out.
+	req.TTL = time.Minute
 	l := mustAcquire(t, d, req)
 	if got := fill(t, addr, namesOf(DefaultKeyPrefix, key).lock, len(req.ID), 0, 60000); !strings.Contains(got, "out of memory") {
 		t.Fatalf("the last store of the fill: got %q, want SERVER_ERROR out of memory", got)
@@ -144,7 +148,7 @@ func TestNoEvictionWithDisableEvictions(t *testing.T) {
 	if err != nil || !heldBy(it.Value, req.ID) {
 		t.Fatalf("the lock item on the full server: %v %v, want it kept", it, err)
 	}
-	err = l.Extend(ctxFor(t), testTTL)
+	err = l.Extend(ctxFor(t), req.TTL)
 	if err != nil && (errors.Is(err, driver.ErrNotHeld) || !strings.Contains(err.Error(), "out of memory")) {
 		t.Fatalf("Extend on the full server: got %v, want success or SERVER_ERROR out of memory", err)
 	}

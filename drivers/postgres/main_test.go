@@ -72,9 +72,10 @@ func rawConn(tb testing.TB) *pgconn.PgConn {
 // noLeaks fails tb if goroutines it started outlive it: the Driver's
 // watches, dials and cancel requests must all end with the Drivers closed in
 // tb's cleanups. Call it first, so that its check runs after every other
-// cleanup.
+// cleanup. The goroutines of the Docker client that the fault hooks use are
+// not the driver's (see testserver.IgnoreOwnGoroutines).
 func noLeaks(tb testing.TB) {
 	tb.Helper()
-	opt := goleak.IgnoreCurrent()
-	tb.Cleanup(func() { goleak.VerifyNone(tb, opt) })
+	opts := append(testserver.IgnoreOwnGoroutines(), goleak.IgnoreCurrent())
+	tb.Cleanup(func() { goleak.VerifyNone(tb, opts...) })
 }

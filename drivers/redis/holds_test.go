@@ -168,7 +168,10 @@ func TestReadersEachHaveAHold(t *testing.T) {
 	key := testKey(t)
 	sub := subscribed(t, newTestDriver(t, newRDB(t)), key)
 
-	r1 := mustAcquire(t, d1, reqOf(key, 30*time.Millisecond, driver.Shared, ""))
+	// The first reader's hold must outlast two more grants and the count
+	// of holds, a few round trips that take far more than 30 ms on a loaded
+	// machine, and then lapse while the test waits for it.
+	r1 := mustAcquire(t, d1, reqOf(key, 2*time.Second, driver.Shared, ""))
 	r2 := mustAcquire(t, d2, reqOf(key, 10*time.Second, driver.Shared, ""))
 	r3 := mustAcquire(t, d2, reqOf(key, 10*time.Second, driver.Shared, ""))
 	if r2.Token() <= r1.Token() || r3.Token() <= r2.Token() {

@@ -31,7 +31,14 @@ func serverAddr(tb testing.TB) string {
 // timeout and the given base path, closed when tb ends.
 func dialAddr(tb testing.TB, addr, base string) *Driver {
 	tb.Helper()
-	return dial(tb, "zk://"+addr+"/dlock-test"+base+"?"+sessionTimeoutParam+"="+testSession.String())
+	return dialSession(tb, addr, base, testSession)
+}
+
+// dialSession is dialAddr with another session timeout, for tests whose
+// work or faults need a longer one than testSession.
+func dialSession(tb testing.TB, addr, base string, session time.Duration) *Driver {
+	tb.Helper()
+	return dial(tb, "zk://"+addr+"/dlock-test"+base+"?"+sessionTimeoutParam+"="+session.String())
 }
 
 // children lists the queue and entry nodes of key under base, through conn.
@@ -109,10 +116,21 @@ func TestNegotiatedTimeout(t *testing.T) {
 // the directory, and waking on every change).
 func TestHerd(t *testing.T) {
 	const waiters = 50
+	// The first holder keeps the lock, unrenewed, while 50 Drivers dial and
+	// queue: many seconds under -race on a loaded machine, so the sessions
+	// and the leases here last far longer than the tests' usual 2 s, which
+	// let the first lease lapse and the queue move before it was full.
+	// Wake-ups are what this test is about, not expiry.
+	const session = 30 * time.Second
+	herdRequest := func(key string) driver.Request {
+		r := request(key, driver.Exclusive)
+		r.TTL = session
+		return r
+	}
 	base, key := testBase(), "herd"
 	conn := rawConn(t)
-	holder := dialAddr(t, serverAddr(t), base)
-	first, err := holder.TryAcquire(ctxFor(t), request(key, driver.Exclusive))
+	holder := dialSession(t, serverAddr(t), base, session)
+	first, err := holder.TryAcquire(ctxFor(t), herdRequest(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,9 +143,9 @@ func TestHerd(t *testing.T) {
 	errs := make(chan error, waiters)
 	var wg sync.WaitGroup
 	for i := range drivers {
-		drivers[i] = dialAddr(t, serverAddr(t), base)
+		drivers[i] = dialSession(t, serverAddr(t), base, session)
 		wg.Go(func() {
-			l, err := drivers[i].Acquire(ctxFor(t), request(key, driver.Exclusive))
+			l, err := drivers[i].Acquire(ctxFor(t), herdRequest(key))
 			if err != nil {
 				errs <- err
 				return
@@ -136,6 +154,11 @@ func TestHerd(t *testing.T) {
 		})
 	}
 	waitUntil(t, 30*time.Second, "every waiter queued", func() bool {
+		select {
+		case err := <-errs:
+			t.Fatalf("waiter: %v", err)
+		default:
+		}
 		return len(children(t, conn, base, key)) == waiters+1
 	})
 	wakeups := func() (total int64, per []int64) {

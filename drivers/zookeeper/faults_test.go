@@ -127,10 +127,17 @@ func TestCancelledAcquire(t *testing.T) {
 // TestDisconnectBlip: a connection cut shorter than the session timeout makes
 // the lease uncertain while it lasts, and changes nothing else.
 func TestDisconnectBlip(t *testing.T) {
+	// The blip is short against the session and the TTL, 1/20 of them: the
+	// Driver must reconnect and renew within the rest of the lease's
+	// validity. With testSession (2 s, the last renewal up to a third of it
+	// before the cut) well under a second was left after the blip, too
+	// little on a loaded machine running -race.
+	const session = 5 * testSession
+	const blip = session / 20
 	base, key := testBase(), "blip"
 	p := newProxy(t, serverAddr(t))
-	c := newClient(t, dialAddr(t, p.Addr(), base))
-	other := newClient(t, dialAddr(t, serverAddr(t), base))
+	c := newClientTTL(t, dialSession(t, p.Addr(), base, session), session)
+	other := newClientTTL(t, dialSession(t, serverAddr(t), base, session), session)
 	m := mutex(t, c, key)
 	l, err := m.Lock(ctxFor(t))
 	if err != nil {
@@ -142,7 +149,7 @@ func TestDisconnectBlip(t *testing.T) {
 	}
 	p.refuse(true)
 	p.cut()
-	waitUntil(t, testSession, "Uncertain reporting the cut", func() bool { return l.Uncertain() != nil })
+	waitUntil(t, session, "Uncertain reporting the cut", func() bool { return l.Uncertain() != nil })
 	if err := l.Uncertain(); !errors.Is(err, ErrDisconnected) {
 		t.Errorf("Uncertain while cut off: %v, want ErrDisconnected", err)
 	}
@@ -151,9 +158,9 @@ func TestDisconnectBlip(t *testing.T) {
 	if err := released.Unlock(ctxFor(t)); !errors.Is(err, ErrDisconnected) {
 		t.Errorf("Unlock while cut off: %v, want ErrDisconnected", err)
 	}
-	time.Sleep(testSession / 4) // the length of the fault
+	time.Sleep(blip) // the length of the fault
 	p.refuse(false)
-	waitUntil(t, 2*testSession, "the connection back", func() bool { return l.Uncertain() == nil })
+	waitUntil(t, 2*session, "the connection back", func() bool { return l.Uncertain() == nil })
 	if err := l.Extend(ctxFor(t)); err != nil {
 		t.Fatalf("Extend after a blip: %v", err)
 	}
@@ -167,7 +174,7 @@ func TestDisconnectBlip(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := rawConn(t)
-	waitUntil(t, 2*testSession, "the node unlocked while cut off removed", func() bool {
+	waitUntil(t, 2*session, "the node unlocked while cut off removed", func() bool {
 		return len(children(t, conn, base, key+"-released")) == 0
 	})
 }
@@ -222,7 +229,13 @@ func TestDisconnectBeyondSession(t *testing.T) {
 
 func newClient(tb testing.TB, d driver.Driver) *dlock.Client {
 	tb.Helper()
-	c, err := dlock.New(d, dlock.WithTTL(testSession))
+	return newClientTTL(tb, d, testSession)
+}
+
+// newClientTTL is newClient with locks of the given TTL.
+func newClientTTL(tb testing.TB, d driver.Driver, ttl time.Duration) *dlock.Client {
+	tb.Helper()
+	c, err := dlock.New(d, dlock.WithTTL(ttl))
 	if err != nil {
 		tb.Fatal(err)
 	}

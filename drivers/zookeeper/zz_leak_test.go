@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 // TestNoLeakedGoroutines runs last (top-level tests run in file order, and
@@ -12,11 +14,5 @@ import (
 // left. testserver.Main owns TestMain, so goleak.VerifyTestMain cannot wrap
 // it; the goroutines of testserver and of the Docker client are expected.
 func TestNoLeakedGoroutines(t *testing.T) {
-	goleak.VerifyNone(t,
-		goleak.IgnoreAnyFunction("github.com/dlock-go/dlock/internal/testserver.runMain.func1"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreAnyFunction("os/signal.loop"),
-		goleak.IgnoreTopFunction("os/signal.signal_recv"),
-	)
+	goleak.VerifyNone(t, testserver.IgnoreOwnGoroutines()...)
 }
