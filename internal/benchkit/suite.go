@@ -33,7 +33,7 @@ var Quick = Sizes{
 	HandoffRounds:     30,
 	ContendedFor:      300 * time.Millisecond,
 	HeldLocks:         200,
-	HeldTTL:           300 * time.Millisecond,
+	HeldTTL:           time.Second, // renewals must keep 200 locks through a scheduler stall on a loaded machine
 	HeldPeriods:       1,
 }
 
