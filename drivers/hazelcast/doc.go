@@ -19,11 +19,11 @@
 //	...
 //	client, err := dlock.New(d)
 //
-// This driver is not verified in dlock's own CI, whose machines cannot
-// obtain a Hazelcast member: its conformance run needs DLOCK_TEST_HAZELCAST_URL
-// or a local hazelcast/hazelcast image (see internal/testserver). Its
-// bookkeeping is unit-tested over an in-process model of the five calls it
-// makes, which is not a Hazelcast member.
+// The driver is tested against a Hazelcast 5.5.0 member (the open-source jar
+// from Maven Central, in a container built by testenv/setup): the conformance
+// suite with its fault cases, and a 3-member cluster test of what
+// "What map locks do not promise" below says about partitions and member
+// loss.
 //
 // # Capabilities
 //
