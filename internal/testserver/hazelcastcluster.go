@@ -18,8 +18,8 @@ import (
 	"github.com/hazelcast/hazelcast-go-client/logger"
 	"github.com/hazelcast/hazelcast-go-client/types"
 	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/client"
 	dockernet "github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 )
