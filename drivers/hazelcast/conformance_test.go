@@ -26,6 +26,12 @@ const conformanceTTL = 5 * time.Second
 func TestConformance(t *testing.T) {
 	mapName := testMapName()
 	u := memberURL(t, mapName)
+	// After a restart the clients must be back within the suite's bounds: a
+	// connection attempt that the member, still starting, does not answer
+	// is given up after 2 s rather than the client's default 5 s.
+	q := u.Query()
+	q.Set(paramConnectTimeout, "2s")
+	u.RawQuery = q.Encode()
 	stranger := rawClient(t)
 	h := conformance.Harness{
 		NewDriver: func(ctx context.Context) (driver.Driver, error) {
