@@ -1,5 +1,7 @@
 package hazelcast
 
+// Tests of the fencing counter of fence.go against the test cluster.
+
 import (
 	"errors"
 	"math"
@@ -9,14 +11,14 @@ import (
 
 func TestTokensStrictlyIncrease(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	da, db := newFakeDriver(t, f), newFakeDriver(t, f)
-	clock := useTestClock(da)
+	da := newMemberDriver(t, "")
+	db := newMemberDriver(t, da.locks.Name())
+	clock := useTestClock(da.Driver)
 	db.now = clock.read
 	key := testKey(t)
-	take := func(d *Driver) uint64 {
+	take := func(d *memberDriver) uint64 {
 		t.Helper()
-		l := mustAcquire(t, d, key)
+		l := d.acquire(t, key)
 		if err := l.Release(ctxFor(t)); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
@@ -39,7 +41,9 @@ func TestTokensStrictlyIncrease(t *testing.T) {
 	// The counter is lost (a restart without persistence): the clock, ahead
 	// of the last token, keeps tokens rising.
 	clock.advance(2 * time.Hour)
-	f.wipeFences()
+	if err := da.fences.Delete(ctxFor(t), mapKey(key)); err != nil {
+		t.Fatal(err)
+	}
 	if got := take(db); got <= first+2 || got != uint64(clock.read().UnixMicro()) {
 		t.Errorf("token after the counter was lost: %d, want the clock's %d, above %d", got, clock.read().UnixMicro(), first+2)
 	}
@@ -47,36 +51,38 @@ func TestTokensStrictlyIncrease(t *testing.T) {
 
 func TestFenceContentionFailsCleanly(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
+	d := newMemberDriver(t, "")
 	key := testKey(t)
-	f.fences[mapKey(key)] = 1
+	d.setFence(t, key, 1)
 	// Something else writes the counter between every read and its
-	// compare-and-set. The hook runs with f.mu held.
-	f.setLost(func(c fakeCall) error {
+	// compare-and-set.
+	d.rec.setAfter(func(c call) error {
 		if c.op == "fence" {
-			f.fences[c.key]++
+			v, err := d.fences.Get(ctxFor(t), c.key)
+			if err != nil {
+				return err
+			}
+			return d.fences.Set(ctxFor(t), c.key, v.(int64)+1)
 		}
 		return nil
 	})
 	if _, err := d.TryAcquire(ctxFor(t), request(key, testTTL)); !errors.Is(err, errFenceContended) {
 		t.Fatalf("TryAcquire with a contended counter: %v, want errFenceContended", err)
 	}
-	if o, n := f.holder(mapKey(key)); o != nil {
-		t.Fatalf("the lock was left held %d times", n)
+	if d.locked(t, key) {
+		t.Fatal("the lock was left held")
 	}
 }
 
 func TestFenceAtItsMaximum(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
+	d := newMemberDriver(t, "")
 	key := testKey(t)
-	f.fences[mapKey(key)] = math.MaxInt64
+	d.setFence(t, key, math.MaxInt64)
 	if _, err := d.TryAcquire(ctxFor(t), request(key, testTTL)); err == nil {
 		t.Fatal("TryAcquire with the counter at its maximum succeeded")
 	}
-	if o, n := f.holder(mapKey(key)); o != nil {
-		t.Fatalf("the lock was left held %d times", n)
+	if d.locked(t, key) {
+		t.Fatal("the lock was left held")
 	}
 }

@@ -1,7 +1,8 @@
 package hazelcast
 
-// Unit tests of the hold counting of lease.go and acquire.go, over the fake
-// member of fake_test.go (NOT a Hazelcast member: see there).
+// Tests of the hold counting of lease.go and acquire.go against the test
+// cluster: what the member holds, for whom and how often, after each step,
+// and what is left when an answer is lost (see recorder).
 
 import (
 	"errors"
@@ -14,15 +15,10 @@ import (
 
 func TestGrantHoldsTwiceWithOwnLockOwner(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
+	d := newMemberDriver(t, "")
 	key := testKey(t)
 
-	l := mustAcquire(t, d, key)
-	o, n := f.holder(mapKey(key))
-	if o != l.owner || n != baseHolds {
-		t.Fatalf("member holds %q for %v %d times, want the lease's owner %d times", key, o, n, baseHolds)
-	}
+	l := d.acquire(t, key)
 	if l.Token() == 0 {
 		t.Error("Token() = 0, want a fencing token")
 	}
@@ -32,64 +28,61 @@ func TestGrantHoldsTwiceWithOwnLockOwner(t *testing.T) {
 	if err := l.Release(ctxFor(t)); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if o, _ := f.holder(mapKey(key)); o != nil {
+	if d.locked(t, key) {
 		t.Fatal("the lock is still held after Release")
 	}
 
 	// A second acquisition, by the same Driver, has an owner of its own.
-	l2 := mustAcquire(t, d, key)
+	l2 := d.acquire(t, key)
 	if l2.owner == l.owner {
 		t.Error("two acquisitions share a lock owner")
 	}
 	if l2.Token() <= l.Token() {
 		t.Errorf("tokens %d then %d, want increasing", l.Token(), l2.Token())
 	}
+	if n := d.holds(t, l2); n != baseHolds {
+		t.Errorf("the member holds the lock %d times for the lease's owner, want %d", n, baseHolds)
+	}
 }
 
 func TestTryAcquireHeldLeavesNothing(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	da, db := newFakeDriver(t, f), newFakeDriver(t, f)
+	da := newMemberDriver(t, "")
+	db := newMemberDriver(t, da.locks.Name())
 	key := testKey(t)
-	l := mustAcquire(t, da, key)
-	_, before := f.ops(0)
+	l := da.acquire(t, key)
 
 	_, err := db.TryAcquire(ctxFor(t), request(key, testTTL))
 	if !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("TryAcquire of a held lock: %v, want ErrLocked", err)
 	}
 	// The fencing counter is read beside the tryLock, in either order.
-	if ops, _ := f.ops(before); len(ops) != 2 || !slices.Contains(ops, "tryLock") || !slices.Contains(ops, "fence") {
+	if ops, _ := db.rec.ops(0); len(ops) != 2 || !slices.Contains(ops, "tryLock") || !slices.Contains(ops, "fence") {
 		t.Errorf("a refused TryAcquire made calls %v, want a tryLock and a read of the counter", ops)
 	}
-	if o, n := f.holder(mapKey(key)); o != l.owner || n != baseHolds {
-		t.Errorf("the holder's lock changed: owner %v count %d", o, n)
+	if n := da.holds(t, l); n != baseHolds {
+		t.Errorf("the holder's lock changed: held %d times by it", n)
 	}
 }
 
-func TestExtendResetsLeaseAndKeepsTwoHolds(t *testing.T) {
+func TestExtendKeepsTwoHolds(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
+	d := newMemberDriver(t, "")
 	key := testKey(t)
-	l := mustAcquire(t, d, key)
-	_, before := f.ops(0)
-	first := f.expires(mapKey(key))
+	l := d.acquire(t, key)
+	_, before := d.rec.ops(0)
 
 	if err := l.Extend(ctxFor(t), 2*testTTL); err != nil {
 		t.Fatalf("Extend: %v", err)
 	}
-	if ops, _ := f.ops(before); !slices.Equal(ops, []string{"tryLock", "unlock", "unlock", "tryLock"}) {
+	if ops, _ := d.rec.ops(before); !slices.Equal(ops, []string{"tryLock", "unlock", "unlock", "tryLock"}) {
 		t.Errorf("Extend made calls %v, want tryLock, unlock, unlock, tryLock", ops)
-	}
-	if o, n := f.holder(mapKey(key)); o != l.owner || n != baseHolds {
-		t.Errorf("after Extend the member holds it for %v %d times, want the lease %d times", o, n, baseHolds)
-	}
-	if got := f.expires(mapKey(key)); !got.After(first.Add(testTTL / 2)) {
-		t.Errorf("Extend moved the lease's end by %v, want by about %v", got.Sub(first), testTTL)
 	}
 	if v := l.Validity(); v != validFor(2*testTTL) {
 		t.Errorf("Validity() after Extend = %v, want %v", v, validFor(2*testTTL))
+	}
+	if n := d.holds(t, l); n != baseHolds {
+		t.Errorf("after Extend the member holds it %d times for the lease, want %d", n, baseHolds)
 	}
 }
 
@@ -97,17 +90,16 @@ func TestExtendResetsLeaseAndKeepsTwoHolds(t *testing.T) {
 // Extend must find that out, say ErrNotHeld, and leave the lock free.
 func TestExtendDoesNotResurrectALapsedLock(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
+	d := newMemberDriver(t, "")
 	key := testKey(t)
-	l := mustAcquire(t, d, key)
+	l := d.acquire(t, key)
 
-	f.lapse(mapKey(key)) // the lease ran out, or an operator force-unlocked it
+	d.lapse(t, key)
 	if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("Extend of a lapsed lock: %v, want ErrNotHeld", err)
 	}
-	if o, n := f.holder(mapKey(key)); o != nil {
-		t.Fatalf("Extend of a lapsed lock left it held %d times by %v, want it free", n, o)
+	if d.locked(t, key) {
+		t.Fatal("Extend of a lapsed lock left it held, want it free")
 	}
 	if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("second Extend: %v, want ErrNotHeld", err)
@@ -119,62 +111,60 @@ func TestExtendDoesNotResurrectALapsedLock(t *testing.T) {
 
 func TestStaleLeaseNeverTouchesTheNextHolder(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
+	d := newMemberDriver(t, "")
 	key := testKey(t)
-	l := mustAcquire(t, d, key)
+	l := d.acquire(t, key)
 
-	f.lapse(mapKey(key))
-	next := f.stranger(mapKey(key), testTTL)
-	_, before := f.ops(0)
+	d.lapse(t, key)
+	next := d.stranger(t, key, testTTL)
+	_, before := d.rec.ops(0)
 	if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("stale Extend: %v, want ErrNotHeld", err)
 	}
-	if ops, _ := f.ops(before); !slices.Equal(ops, []string{"tryLock"}) {
+	if ops, _ := d.rec.ops(before); !slices.Equal(ops, []string{"tryLock"}) {
 		t.Errorf("a stale Extend made calls %v, want one refused tryLock", ops)
 	}
 	if err := l.Release(ctxFor(t)); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("stale Release: %v, want ErrNotHeld", err)
 	}
-	if o, n := f.holder(mapKey(key)); o != next || n != 1 {
-		t.Fatalf("the next holder's lock changed: owner %v count %d", o, n)
+	if !d.heldOnceBy(t, next, key) {
+		t.Fatal("the next holder's lock changed")
 	}
 
 	// The same when the stale lease never tried to extend first.
 	key2 := testKey(t)
-	l2 := mustAcquire(t, d, key2)
-	f.lapse(mapKey(key2))
-	next2 := f.stranger(mapKey(key2), testTTL)
+	l2 := d.acquire(t, key2)
+	d.lapse(t, key2)
+	next2 := d.stranger(t, key2, testTTL)
 	if err := l2.Release(ctxFor(t)); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("stale Release: %v, want ErrNotHeld", err)
 	}
-	if o, n := f.holder(mapKey(key2)); o != next2 || n != 1 {
-		t.Fatalf("the next holder's lock changed: owner %v count %d", o, n)
+	if !d.heldOnceBy(t, next2, key2) {
+		t.Fatal("the next holder's lock changed")
 	}
 }
 
 func TestDoubleRelease(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
+	d := newMemberDriver(t, "")
 	key := testKey(t)
-	l := mustAcquire(t, d, key)
+	l := d.acquire(t, key)
 	if err := l.Release(ctxFor(t)); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	next := mustAcquire(t, d, key)
-	_, before := f.ops(0)
+	next := d.acquire(t, key)
+	_, before := d.rec.ops(0)
 	if err := l.Release(ctxFor(t)); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("second Release: %v, want ErrNotHeld", err)
 	}
-	if ops, _ := f.ops(before); len(ops) != 0 {
+	if ops, _ := d.rec.ops(before); len(ops) != 0 {
 		t.Errorf("a second Release made calls %v, want none", ops)
 	}
 	if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("Extend after Release: %v, want ErrNotHeld", err)
 	}
-	if o, n := f.holder(mapKey(key)); o != next.owner || n != baseHolds {
-		t.Errorf("the next holder's lock changed: owner %v count %d", o, n)
+	if n := d.holds(t, next); n != baseHolds {
+		t.Errorf("the next holder's lock changed: held %d times by it", n)
 	}
 }
 
@@ -184,9 +174,9 @@ var errLostAnswer = errors.New("test: the answer was lost")
 
 // loseNth makes the n-th call (from 1) of op after this point lose its
 // answer.
-func loseNth(f *fakeMember, op string, n int) {
+func loseNth(r *recorder, op string, n int) {
 	seen := 0
-	f.setLost(func(c fakeCall) error {
+	r.setAfter(func(c call) error {
 		if c.op == op {
 			if seen++; seen == n {
 				return errLostAnswer
@@ -203,25 +193,24 @@ func TestExtendWithUnknownOutcome(t *testing.T) {
 	}{{"tryLock", 1}, {"unlock", 1}, {"tryLock", 2}} {
 		t.Run(tc.op+"#"+string(rune('0'+tc.n)), func(t *testing.T) {
 			noLeaks(t)
-			f := newFakeMember(t)
-			d := newFakeDriver(t, f)
+			d := newMemberDriver(t, "")
 			key := testKey(t)
-			l := mustAcquire(t, d, key)
+			l := d.acquire(t, key)
 
-			loseNth(f, tc.op, tc.n)
+			loseNth(d.rec, tc.op, tc.n)
 			err := l.Extend(ctxFor(t), testTTL)
 			if err == nil || errors.Is(err, driver.ErrNotHeld) {
 				t.Fatalf("Extend whose %s lost its answer: %v, want an error other than ErrNotHeld (the lock may be held)", tc.op, err)
 			}
-			f.setLost(nil)
+			d.rec.setAfter(nil)
 			if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
 				t.Errorf("Extend after an unknown outcome: %v, want ErrNotHeld (the count is unknown)", err)
 			}
 			if err := l.Release(ctxFor(t)); err != nil {
 				t.Errorf("Release after an unknown outcome: %v", err)
 			}
-			if o, n := f.holder(mapKey(key)); o != nil {
-				t.Errorf("the lock is still held %d times after Release", n)
+			if d.locked(t, key) {
+				t.Error("the lock is still held after Release")
 			}
 		})
 	}
@@ -229,23 +218,22 @@ func TestExtendWithUnknownOutcome(t *testing.T) {
 
 func TestReleaseWithUnknownOutcome(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
+	d := newMemberDriver(t, "")
 	key := testKey(t)
-	l := mustAcquire(t, d, key)
-	loseNth(f, "unlock", 1)
+	l := d.acquire(t, key)
+	loseNth(d.rec, "unlock", 1)
 	if err := l.Release(ctxFor(t)); err == nil || errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("Release whose unlock lost its answer: %v, want an error", err)
 	}
-	f.setLost(nil)
+	d.rec.setAfter(nil)
 	// The core calls Release once; a driver-level caller may call it again.
 	// Both unlocks were applied, so the lock is free and the second Release
 	// finds nothing of the lease's: ErrNotHeld.
 	if err := l.Release(ctxFor(t)); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("second Release: %v, want ErrNotHeld", err)
 	}
-	if o, n := f.holder(mapKey(key)); o != nil {
-		t.Errorf("the lock is still held %d times", n)
+	if d.locked(t, key) {
+		t.Error("the lock is still held")
 	}
 }
 
@@ -253,10 +241,9 @@ func TestReleaseWithUnknownOutcome(t *testing.T) {
 // read after the grant, not the acquisition.
 func TestEarlyFenceReadFailureIsHarmless(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
-	loseNth(f, "fence", 1)
-	l := mustAcquire(t, d, testKey(t))
+	d := newMemberDriver(t, "")
+	loseNth(d.rec, "fence", 1)
+	l := d.acquire(t, testKey(t))
 	if l.Token() == 0 {
 		t.Error("no token")
 	}
@@ -265,33 +252,32 @@ func TestEarlyFenceReadFailureIsHarmless(t *testing.T) {
 func TestAcquireWithUnknownOutcomeLeavesNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		lose func(f *fakeMember)
+		lose func(r *recorder)
 	}{
-		{"grant", func(f *fakeMember) { loseNth(f, "tryLock", 1) }},
-		{"second hold", func(f *fakeMember) { loseNth(f, "tryLock", 2) }},
+		{"grant", func(r *recorder) { loseNth(r, "tryLock", 1) }},
+		{"second hold", func(r *recorder) { loseNth(r, "tryLock", 2) }},
 		// Every read of the counter: the one beside the tryLock, then the
 		// one after the grant.
-		{"counter read", func(f *fakeMember) {
-			f.setLost(func(c fakeCall) error {
+		{"counter read", func(r *recorder) {
+			r.setAfter(func(c call) error {
 				if c.op == "fence" {
 					return errLostAnswer
 				}
 				return nil
 			})
 		}},
-		{"counter write", func(f *fakeMember) { loseNth(f, "initFence", 1) }},
+		{"counter write", func(r *recorder) { loseNth(r, "initFence", 1) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			noLeaks(t)
-			f := newFakeMember(t)
-			d := newFakeDriver(t, f)
+			d := newMemberDriver(t, "")
 			key := testKey(t)
-			tc.lose(f)
+			tc.lose(d.rec)
 			if _, err := d.TryAcquire(ctxFor(t), request(key, testTTL)); !errors.Is(err, errLostAnswer) {
 				t.Fatalf("TryAcquire whose %s lost its answer: %v, want that error", tc.name, err)
 			}
-			if o, n := f.holder(mapKey(key)); o != nil {
-				t.Fatalf("a failed TryAcquire left the lock held %d times", n)
+			if d.locked(t, key) {
+				t.Fatal("a failed TryAcquire left the lock held")
 			}
 		})
 	}
@@ -301,11 +287,10 @@ func TestAcquireWithUnknownOutcomeLeavesNothing(t *testing.T) {
 // trusted: it is given back, and TryAcquire reports the lock taken.
 func TestSlowGrantIsGivenBack(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
-	clock := useTestClock(d)
+	d := newMemberDriver(t, "")
+	clock := useTestClock(d.Driver)
 	key := testKey(t)
-	f.setLost(func(c fakeCall) error {
+	d.rec.setAfter(func(c call) error {
 		if c.op == "fence" {
 			clock.advance(validFor(MinTTL)) // the fencing call is that slow
 		}
@@ -314,8 +299,8 @@ func TestSlowGrantIsGivenBack(t *testing.T) {
 	if _, err := d.TryAcquire(ctxFor(t), request(key, MinTTL)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("TryAcquire confirmed too late: %v, want ErrLocked", err)
 	}
-	if o, n := f.holder(mapKey(key)); o != nil {
-		t.Fatalf("a grant confirmed too late was left held %d times", n)
+	if d.locked(t, key) {
+		t.Fatal("a grant confirmed too late was left held")
 	}
 }
 
@@ -323,12 +308,11 @@ func TestSlowGrantIsGivenBack(t *testing.T) {
 // between its calls: it reports the lease lost, and Release cleans up.
 func TestSlowExtendIsALoss(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
+	d := newMemberDriver(t, "")
 	key := testKey(t)
-	l := mustAcquire(t, d, key)
-	clock := useTestClock(d)
-	f.setLost(func(c fakeCall) error {
+	l := d.acquire(t, key)
+	clock := useTestClock(d.Driver)
+	d.rec.setAfter(func(c call) error {
 		if c.op == "unlock" {
 			clock.advance(validFor(testTTL) / 2)
 		}
@@ -337,19 +321,18 @@ func TestSlowExtendIsALoss(t *testing.T) {
 	if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("Extend slower than its lease: %v, want ErrNotHeld", err)
 	}
-	f.setLost(nil)
+	d.rec.setAfter(nil)
 	if err := l.Release(ctxFor(t)); err != nil {
 		t.Errorf("Release: %v", err)
 	}
-	if o, n := f.holder(mapKey(key)); o != nil {
-		t.Fatalf("the lock is still held %d times", n)
+	if d.locked(t, key) {
+		t.Fatal("the lock is still held")
 	}
 }
 
 func TestUnsupportedRequests(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
+	d := newMemberDriver(t, "")
 	shared := request(testKey(t), testTTL)
 	shared.Mode = driver.Shared
 	reentrant := request(testKey(t), testTTL)
@@ -362,7 +345,7 @@ func TestUnsupportedRequests(t *testing.T) {
 			t.Errorf("Acquire %s: %v, want errors.ErrUnsupported", name, err)
 		}
 	}
-	if ops, _ := f.ops(0); len(ops) != 0 {
+	if ops, _ := d.rec.ops(0); len(ops) != 0 {
 		t.Errorf("refused requests made calls %v", ops)
 	}
 	if err := d.ValidateTTL(MinTTL - time.Millisecond); err == nil {
@@ -381,18 +364,17 @@ func TestUnsupportedRequests(t *testing.T) {
 
 func TestExtendBatch(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
+	d := newMemberDriver(t, "")
 	var leases []driver.Lease
 	var ttls []time.Duration
 	var keys []string
 	for range 5 {
 		key := testKey(t)
 		keys = append(keys, key)
-		leases = append(leases, mustAcquire(t, d, key))
+		leases = append(leases, d.acquire(t, key))
 		ttls = append(ttls, testTTL)
 	}
-	f.lapse(mapKey(keys[2]))
+	d.lapse(t, keys[2])
 	errs := d.ExtendBatch(ctxFor(t), leases, ttls)
 	for i, err := range errs {
 		if want := i == 2; errors.Is(err, driver.ErrNotHeld) != want || (!want && err != nil) {

@@ -14,31 +14,18 @@ import (
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
-// server is the Hazelcast cluster of the backend tests: the one
-// DLOCK_TEST_HAZELCAST_URL names, or a container of the official image when
-// it is present locally. When there is neither, those tests skip with one
-// line saying how to run them, even under DLOCK_REQUIRE_CONTAINERS=1 (no
-// machine of dlock's can obtain a member; see testserver.HazelcastMain); the
-// unit tests, over the fake member of fake_test.go, run everywhere.
+// server is the Hazelcast cluster of the tests: the one
+// DLOCK_TEST_HAZELCAST_URL names, or a container of dlock-test/hazelcast
+// (built by testenv/setup). The tests skip, with one line saying why, only
+// when setup could not fetch the member from Maven Central (see
+// testserver.HazelcastMain).
 var server testserver.Target
 
 func TestMain(m *testing.M) { testserver.HazelcastMain(m, &server) }
 
-// testTTL is the TTL of the unit tests: long enough that no lease ends by
-// itself during a test, which ends leases with fakeMember.lapse instead.
+// testTTL is the TTL of the tests: long enough that no lease ends by itself
+// during a test, which ends leases with a force-unlock instead.
 const testTTL = 10 * time.Second
-
-// newFakeDriver returns a Driver over f, closed when tb ends.
-func newFakeDriver(tb testing.TB, f *fakeMember, opts ...Option) *Driver {
-	tb.Helper()
-	o := defaultOptions()
-	if err := o.apply(opts); err != nil {
-		tb.Fatalf("options: %v", err)
-	}
-	d := newDriver(f, o, newSession())
-	tb.Cleanup(func() { _ = d.Close() })
-	return d
-}
 
 // request returns a request shaped like the core's.
 func request(key string, ttl time.Duration) driver.Request {

@@ -20,11 +20,10 @@ func lostBy(l *lease) error {
 
 func TestLeasesLostWithTheConnection(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
+	d := newMemberDriver(t, "")
 	event := func(s hazelcast.LifecycleState) { d.session.onLifecycle(hazelcast.LifecycleStateChanged{State: s}) }
 
-	l1 := mustAcquire(t, d, testKey(t))
+	l1 := d.acquire(t, testKey(t))
 	if err := lostBy(l1); err != nil {
 		t.Fatalf("a new lease is lost: %v", err)
 	}
@@ -42,14 +41,14 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 	}
 	// While disconnected, no call is made: TryAcquire and Release fail at
 	// once, and Acquire waits for the reconnection.
-	_, before := f.ops(0)
+	_, before := d.rec.ops(0)
 	if _, err := d.TryAcquire(ctxFor(t), request(testKey(t), testTTL)); !errors.Is(err, errNotConnected) {
 		t.Errorf("TryAcquire while disconnected: %v, want errNotConnected", err)
 	}
 	if err := l1.Release(ctxFor(t)); !errors.Is(err, errNotConnected) {
 		t.Errorf("Release while disconnected: %v, want errNotConnected", err)
 	}
-	if ops, _ := f.ops(before); len(ops) != 0 {
+	if ops, _ := d.rec.ops(before); len(ops) != 0 {
 		t.Errorf("calls made while disconnected: %v", ops)
 	}
 	got := make(chan driver.Lease, 1)
@@ -71,7 +70,7 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 	if err := l1.Release(ctxFor(t)); err != nil {
 		t.Errorf("Release of a lost lease after reconnecting: %v (the member kept its lock)", err)
 	}
-	l3 := mustAcquire(t, d, testKey(t))
+	l3 := d.acquire(t, testKey(t))
 	event(hazelcast.LifecycleStateConnected) // a repeated event begins nothing new
 	if err := lostBy(l3); err != nil {
 		t.Fatalf("a repeated Connected ended the epoch: %v", err)
@@ -82,7 +81,7 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 		t.Errorf("after a cluster change the Lost cause is %v, want errNewCluster", err)
 	}
 	event(hazelcast.LifecycleStateConnected)
-	l4 := mustAcquire(t, d, testKey(t))
+	l4 := d.acquire(t, testKey(t))
 	event(hazelcast.LifecycleStateShuttingDown)
 	if err := lostBy(l4); !errors.Is(err, errShutdown) {
 		t.Errorf("after a shutdown the Lost cause is %v, want errShutdown", err)
@@ -98,9 +97,8 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 
 func TestCloseEndsEveryLease(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
-	l := mustAcquire(t, d, testKey(t))
+	d := newMemberDriver(t, "")
+	l := d.acquire(t, testKey(t))
 	if err := d.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

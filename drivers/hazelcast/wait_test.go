@@ -1,7 +1,6 @@
 package hazelcast
 
-// Unit tests of the server-side waiting of acquire.go, over the fake member
-// of fake_test.go (NOT a Hazelcast member: see there).
+// Tests of the server-side waiting of acquire.go against the test cluster.
 
 import (
 	"context"
@@ -12,24 +11,12 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// queued waits until the fake member has a tryLock waiting.
-func queued(t *testing.T, f *fakeMember) fakeCall {
-	t.Helper()
-	select {
-	case c := <-f.waiting:
-		return c
-	case <-ctxFor(t).Done():
-		t.Fatal("no tryLock came to wait on the member")
-		return fakeCall{}
-	}
-}
-
 func TestAcquireWaitsOnTheMember(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	da, db := newFakeDriver(t, f), newFakeDriver(t, f)
+	da := newMemberDriver(t, "")
+	db := newMemberDriver(t, da.locks.Name())
 	key := testKey(t)
-	la := mustAcquire(t, da, key)
+	la := da.acquire(t, key)
 
 	type result struct {
 		l   driver.Lease
@@ -41,7 +28,7 @@ func TestAcquireWaitsOnTheMember(t *testing.T) {
 		l, err := db.Acquire(ctxFor(t), request(key, testTTL))
 		got <- result{l, err}
 	}()
-	c := queued(t, f)
+	c := queued(t, db.rec)
 	if c.owner == nil || c.owner == la.owner {
 		t.Fatalf("the waiting call's owner is %v, want one of its own", c.owner)
 	}
@@ -56,57 +43,23 @@ func TestAcquireWaitsOnTheMember(t *testing.T) {
 		t.Fatalf("Acquire: %v", r.err)
 	}
 	lb := r.l.(*lease)
-	if o, n := f.holder(mapKey(key)); o != lb.owner || n != baseHolds {
-		t.Errorf("after Acquire the member holds it for %v %d times, want the new lease %d times", o, n, baseHolds)
-	}
 	if v := lb.Validity(); v < validFor(testTTL) || v > validFor(testTTL)+time.Since(started) {
 		t.Errorf("Validity() = %v, want %v plus at most the %v Acquire took", v, validFor(testTTL), time.Since(started))
 	}
 	if lb.Token() <= la.Token() {
 		t.Errorf("tokens %d then %d, want increasing", la.Token(), lb.Token())
 	}
-}
-
-// Cancelling the caller's context sends nothing to the member, whose wait
-// can still be granted: Acquire must wait for that answer and give the
-// grant back before it returns exactly ctx's error.
-func TestCancelledWaitGivesBackARacingGrant(t *testing.T) {
-	noLeaks(t)
-	f := newFakeMember(t)
-	da := newFakeDriver(t, f)
-	db := newFakeDriver(t, f, WithWaitSlice(time.Minute))
-	key := testKey(t)
-	la := mustAcquire(t, da, key)
-
-	ctx, cancel := context.WithCancel(ctxFor(t))
-	errc := make(chan error, 1)
-	go func() {
-		_, err := db.Acquire(ctx, request(key, testTTL))
-		errc <- err
-	}()
-	queued(t, f)
-	cancel()
-	// The holder lets go while the member still serves the cancelled wait,
-	// which it grants.
-	if err := la.Release(ctxFor(t)); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
-	if err := <-errc; err != context.Canceled {
-		t.Fatalf("Acquire cancelled while waiting: %v, want exactly context.Canceled", err)
-	}
-	f.settle()
-	if o, n := f.holder(mapKey(key)); o != nil {
-		t.Fatalf("a grant that raced the cancellation was left held %d times by %s", n, o.id)
+	if n := db.holds(t, lb); n != baseHolds {
+		t.Errorf("after Acquire the member holds it %d times for the new lease, want %d", n, baseHolds)
 	}
 }
 
 func TestWaitEndsAtTheCallersDeadline(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	da := newFakeDriver(t, f)
-	db := newFakeDriver(t, f, WithWaitSlice(time.Minute))
+	da := newMemberDriver(t, "")
+	db := newMemberDriver(t, da.locks.Name(), WithWaitSlice(time.Minute))
 	key := testKey(t)
-	la := mustAcquire(t, da, key)
+	la := da.acquire(t, key)
 
 	const wait = 100 * time.Millisecond
 	ctx, cancel := context.WithTimeout(ctxFor(t), wait)
@@ -118,26 +71,25 @@ func TestWaitEndsAtTheCallersDeadline(t *testing.T) {
 	if took := time.Since(start); took > wait+2*time.Second {
 		t.Errorf("Acquire returned %v after its deadline", took-wait)
 	}
-	if w := f.lastWait(); w <= 0 || w > wait+time.Millisecond {
+	if w := db.rec.lastWait(); w <= 0 || w > wait+time.Millisecond {
 		t.Errorf("the member was asked to wait %v, want at most the %v left of the context", w, wait)
 	}
-	f.settle()
-	if o, _ := f.holder(mapKey(key)); o != la.owner {
-		t.Fatalf("the holder's lock changed hands to %v", o)
+	db.rec.settle()
+	if n := da.holds(t, la); n != baseHolds {
+		t.Fatalf("the holder's lock changed: held %d times by it", n)
 	}
 }
 
 func TestWaitSlices(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f, WithWaitSlice(time.Minute))
+	d := newMemberDriver(t, "", WithWaitSlice(time.Minute))
 	lease := leaseTime(testTTL)
 
 	s, err := d.slice(context.Background(), lease)
 	if err != nil || s != validFor(lease)/2 {
 		t.Errorf("slice without a deadline = %v, %v, want half of what the lease surely lasts, %v", s, err, validFor(lease)/2)
 	}
-	d2 := newFakeDriver(t, f)
+	d2 := newMemberDriver(t, "")
 	if s, err := d2.slice(context.Background(), lease); err != nil || s != DefaultWaitSlice {
 		t.Errorf("default slice = %v, %v, want %v", s, err, DefaultWaitSlice)
 	}
@@ -154,11 +106,10 @@ func TestWaitSlices(t *testing.T) {
 
 func TestWaitingHeadSurvivesManySlices(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	da := newFakeDriver(t, f)
-	db := newFakeDriver(t, f, WithWaitSlice(5*time.Millisecond))
+	da := newMemberDriver(t, "")
+	db := newMemberDriver(t, da.locks.Name(), WithWaitSlice(5*time.Millisecond))
 	key := testKey(t)
-	la := mustAcquire(t, da, key)
+	la := da.acquire(t, key)
 
 	got := make(chan error, 1)
 	go func() {
@@ -169,7 +120,7 @@ func TestWaitingHeadSurvivesManySlices(t *testing.T) {
 		got <- err
 	}()
 	for range 3 { // the waiter asks again after each slice
-		queued(t, f)
+		queued(t, db.rec)
 	}
 	if err := la.Release(ctxFor(t)); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -177,17 +128,16 @@ func TestWaitingHeadSurvivesManySlices(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("Acquire after several slices: %v", err)
 	}
-	f.settle()
-	if o, _ := f.holder(mapKey(key)); o != nil {
+	db.rec.settle()
+	if da.locked(t, key) {
 		t.Fatal("the lock is still held")
 	}
 }
 
 func TestAcquireAfterClose(t *testing.T) {
 	noLeaks(t)
-	f := newFakeMember(t)
-	d := newFakeDriver(t, f)
-	l := mustAcquire(t, d, testKey(t))
+	d := newMemberDriver(t, "")
+	l := d.acquire(t, testKey(t))
 	if err := d.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,24 +17,22 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 )
 
-// Hazelcast is the one backend whose server cannot be built offline: it is
-// not packaged by Debian, and neither Maven Central nor a container registry
-// can be reached from dlock's machines. So its tests run against
-//   - the cluster DLOCK_TEST_HAZELCAST_URL names, or else
-//   - the official image (HazelcastImage), started here like every other
-//     server, when that image is already present locally: this package never
-//     pulls it. Where a registry answers, `docker pull hazelcast/hazelcast:5.5`
-//     once makes `make test` run the Hazelcast tests too.
-//
-// When neither is available the Hazelcast tests skip with one line saying so,
-// even under DLOCK_REQUIRE_CONTAINERS=1 (see [HazelcastMain]).
+// Hazelcast's member is not packaged by Debian: testenv/setup fetches the
+// open-source member jar from Maven Central with Maven and builds
+// HazelcastImage from testenv/images/hazelcast around it. Where Maven Central
+// cannot be reached, setup skips that image and leaves the reason in
+// HazelcastUnavailableFile; then, and only then, the Hazelcast tests skip
+// with that reason (see [HazelcastMain]). Otherwise they run like every other
+// driver's, against a container, or against the cluster
+// DLOCK_TEST_HAZELCAST_URL names.
 
-// DefaultHazelcastImage is the official open-source member image the tests
-// start when it is present locally.
-const DefaultHazelcastImage = "hazelcast/hazelcast:5.5"
+// DefaultHazelcastImage is the image testenv/setup builds from
+// testenv/images/hazelcast: a Hazelcast 5.5.0 member on Debian's JRE.
+const DefaultHazelcastImage = "dlock-test/hazelcast:latest"
 
 // EnvHazelcastImage names the environment variable that replaces
-// DefaultHazelcastImage, e.g. with another 5.x tag already pulled.
+// DefaultHazelcastImage, e.g. with an official hazelcast/hazelcast image
+// configured alike.
 const EnvHazelcastImage = "DLOCK_TEST_HAZELCAST_IMAGE"
 
 // EnvHazelcastURL names the environment variable that points the tests at an
@@ -42,14 +41,12 @@ const EnvHazelcastImage = "DLOCK_TEST_HAZELCAST_IMAGE"
 // take locks and write fencing counters in maps named "dlock-test*".
 const EnvHazelcastURL = "DLOCK_TEST_HAZELCAST_URL"
 
-// HazelcastCluster is the cluster name of the test member: the image's
-// default.
+// HazelcastCluster is the cluster name of the test members.
 const HazelcastCluster = "dev"
 
 // ErrNoHazelcast is wrapped by the error of [HazelcastTarget] when there is
-// no member to test against: DLOCK_TEST_HAZELCAST_URL is unset, and the image
-// is not present locally (or no Docker engine answers). Its message says how
-// to provide one.
+// no member to test against because testenv/setup could not build the image
+// (Maven Central could not be reached); its message, one line, says why.
 var ErrNoHazelcast = errors.New("testserver: no Hazelcast member to test against")
 
 // HazelcastImage returns the image the tests start: DLOCK_TEST_HAZELCAST_IMAGE
@@ -61,24 +58,28 @@ func HazelcastImage() string {
 	return DefaultHazelcastImage
 }
 
-// HazelcastSpec describes a one-member cluster in the official image:
-// multicast and auto-detection joins off (the member is alone), phone-home
-// off (nothing leaves the machine), a small heap, and readiness by a real
-// client connection. The member advertises its address inside the container,
-// which the host cannot use, so clients of it connect in unisocket mode
-// (one connection, to the address they were given): see [HazelcastURL].
+// HazelcastUnavailableFile returns the file in which testenv/setup leaves
+// the reason it could not build the image of testenv/images/hazelcast, or ""
+// when there is no cache directory.
+func HazelcastUnavailableFile() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "dlock-testenv", "hazelcast.unavailable")
+}
+
+// HazelcastSpec describes a lone member (the image's entrypoint: multicast
+// and auto-detection off, phone-home off, a small heap), ready once a real
+// client connects. The member advertises its address inside the container,
+// which the host cannot use, so clients of it connect in unisocket mode (one
+// connection, to the address they were given): see [HazelcastURL].
 func HazelcastSpec() Spec {
 	return Spec{
 		Name:  "hazelcast",
 		Image: HazelcastImage(),
 		Port:  "5701/tcp",
-		Env: map[string]string{
-			"HZ_CLUSTERNAME":                        HazelcastCluster,
-			"HZ_NETWORK_JOIN_MULTICAST_ENABLED":     "false",
-			"HZ_NETWORK_JOIN_AUTODETECTION_ENABLED": "false",
-			"HZ_PHONE_HOME_ENABLED":                 "false",
-			"JAVA_OPTS":                             "-Xms128m -Xmx512m -Dhazelcast.phone.home.enabled=false",
-		},
+		Env:   map[string]string{"HZ_CLUSTER": HazelcastCluster},
 		Ready: PingHazelcast,
 		// A JVM starting on a loaded 2-core machine takes a while.
 		ReadyTimeout: 2 * time.Minute,
@@ -92,27 +93,24 @@ func HazelcastURL(addr string) string {
 	return "hazelcast://" + addr + "/" + HazelcastCluster + "?unisocket=true&log_level=off"
 }
 
-// StartHazelcast starts a one-member cluster; see [Start]. The image must be
-// present locally: the error wraps [ErrNoImage] otherwise.
+// StartHazelcast starts a lone member; see [Start].
 func StartHazelcast(ctx context.Context) (*Server, error) {
 	return Start(ctx, HazelcastSpec())
 }
 
 // HazelcastTarget returns the cluster the tests should use: the one named by
 // DLOCK_TEST_HAZELCAST_URL when it is set (Server nil), else a new container
-// of HazelcastImage() when that image is present locally, with URL
-// HazelcastURL(addr). When neither is available the error wraps
-// ErrNoHazelcast, and its message (one line) says how to provide a member.
-// Its signature fits [Main], but use [HazelcastMain], whose policy skips
-// rather than fails then.
+// of HazelcastImage() with URL HazelcastURL(addr). When the image is missing
+// because testenv/setup could not fetch the member from Maven Central, the
+// error wraps ErrNoHazelcast and says so in one line; a missing image
+// without that reason wraps ErrNoImage, as for any other server.
 func HazelcastTarget(ctx context.Context) (Target, error) {
 	if url := os.Getenv(EnvHazelcastURL); url != "" {
 		return Target{URL: url}, nil
 	}
-	image := HazelcastImage()
-	if err := imagePresent(ctx, image); err != nil {
-		return Target{}, fmt.Errorf("%w: %s is unset and %v; to run these tests, `docker pull %s && make test` where a registry answers, or %s='%s' go test ./drivers/hazelcast/",
-			ErrNoHazelcast, EnvHazelcastURL, err, image, EnvHazelcastURL, HazelcastURL("127.0.0.1:5701"))
+	if reason := hazelcastUnavailable(ctx); reason != "" {
+		return Target{}, fmt.Errorf("%w: %s; to run these tests, run `bash testenv/setup` where Maven Central answers, or set %s='%s'",
+			ErrNoHazelcast, reason, EnvHazelcastURL, HazelcastURL("127.0.0.1:5701"))
 	}
 	srv, err := StartHazelcast(ctx)
 	if err != nil {
@@ -121,30 +119,36 @@ func HazelcastTarget(ctx context.Context) (Target, error) {
 	return Target{URL: HazelcastURL(srv.Addr()), Server: srv}, nil
 }
 
-// imagePresent asks the Docker engine whether image is present locally, and
-// says why not otherwise. It never pulls.
-func imagePresent(ctx context.Context, image string) error {
+// hazelcastUnavailable returns why testenv/setup could not build the image,
+// as it left it, when the image is indeed missing; "" otherwise (the image
+// is present, no engine answers, or it is missing for no known reason: then
+// Start reports that).
+func hazelcastUnavailable(ctx context.Context) string {
+	file := HazelcastUnavailableFile()
+	if file == "" {
+		return ""
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
 	cli, err := dockerClient(ctx)
 	if err != nil {
-		return fmt.Errorf("no Docker engine answers to look for image %s", image)
+		return ""
 	}
 	defer cli.Close()
-	if _, err := cli.ImageInspect(ctx, image); err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("image %s is not present locally (testserver never pulls)", image)
-		}
-		return fmt.Errorf("inspect image %s: %s", image, strings.Join(strings.Fields(err.Error()), " "))
+	image := HazelcastImage()
+	if _, err := cli.ImageInspect(ctx, image); !cerrdefs.IsNotFound(err) {
+		return ""
 	}
-	return nil
+	return fmt.Sprintf("image %s was not built: %s", image, strings.Join(strings.Fields(string(b)), " "))
 }
 
-// HazelcastMain is TestMain for the Hazelcast tests. Its policy differs from
-// [Main] in one way: when there is no member to test against (see
-// [ErrNoHazelcast]), the tests that call Target.Need skip with one line
-// saying why and how to run them, whether or not DLOCK_REQUIRE_CONTAINERS=1,
-// because no machine of dlock's can obtain the image. When there is one
-// (the variable is set, or the image is present), everything is as with Main:
-// a member that fails to start fails the package.
+// HazelcastMain is TestMain for the Hazelcast tests. It is [Main] with
+// HazelcastTarget, except that when the image could not be built because
+// Maven Central could not be reached (see [ErrNoHazelcast]), the tests that
+// call Target.Need skip with one line saying why, whether or not
+// DLOCK_REQUIRE_CONTAINERS=1.
 func HazelcastMain(m *testing.M, dst *Target) {
 	os.Exit(runHazelcastMain(m, dst))
 }
@@ -167,6 +171,18 @@ func runHazelcastMain(m *testing.M, dst *Target) int {
 // and a listening member refuses clients until it has started. ctx bounds the
 // whole exchange.
 func PingHazelcast(ctx context.Context, addr string) error {
+	client, err := connectHazelcast(ctx, addr)
+	if err != nil {
+		return err
+	}
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return client.Shutdown(shutdown)
+}
+
+// connectHazelcast starts a unisocket client of the member at addr, bounded
+// by ctx, with the library's logging off.
+func connectHazelcast(ctx context.Context, addr string) (*hazelcast.Client, error) {
 	cfg := hazelcast.NewConfig()
 	cfg.Cluster.Name = HazelcastCluster
 	cfg.Cluster.Unisocket = true
@@ -178,9 +194,7 @@ func PingHazelcast(ctx context.Context, addr string) error {
 	}
 	client, err := hazelcast.StartNewClientWithConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("hazelcast client connect to %s: %w", addr, err)
+		return nil, fmt.Errorf("hazelcast client connect to %s: %w", addr, err)
 	}
-	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	return client.Shutdown(shutdown)
+	return client, nil
 }

@@ -1,0 +1,301 @@
+package testserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hazelcast/hazelcast-go-client"
+	"github.com/hazelcast/hazelcast-go-client/cluster"
+	"github.com/hazelcast/hazelcast-go-client/logger"
+	"github.com/hazelcast/hazelcast-go-client/types"
+	"github.com/moby/moby/api/types/container"
+	dockernet "github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/network"
+)
+
+// HazelcastClusterOf is a Hazelcast cluster of containers on a user-defined
+// Docker network of its own, whose members find each other by TCP/IP join
+// (hz1, hz2, ...). Each member's port is published on 127.0.0.1, and each
+// member is a [Server] with the usual fault hooks; [HazelcastClusterOf.Isolate]
+// cuts one member off from the others (iptables in its container) while
+// clients on the host still reach it.
+type HazelcastClusterOf struct {
+	// Members are the cluster's members; Members[i] is hz<i+1>.
+	Members []*Server
+	network *testcontainers.DockerNetwork
+}
+
+// hazelcastClusterLabel marks the networks of Hazelcast clusters.
+const hazelcastClusterLabel = "hazelcast-cluster"
+
+// HazelcastClusterProps are the member properties of the cluster tests: a
+// member that sends no heartbeat for 5 s is taken for dead (60 s by
+// default), and split clusters look for each other to merge every 5 s
+// (after 300 s, then every 120 s, by default), so that splits and merges
+// happen within a test's time.
+var HazelcastClusterProps = []string{
+	"-Dhazelcast.heartbeat.interval.seconds=1",
+	"-Dhazelcast.max.no.heartbeat.seconds=5",
+	"-Dhazelcast.merge.first.run.delay.seconds=5",
+	"-Dhazelcast.merge.next.run.delay.seconds=5",
+	"-Dhazelcast.wait.seconds.before.join=1",
+}
+
+// StartHazelcastCluster starts n members that join each other and waits
+// until each of them sees all n.
+func StartHazelcastCluster(ctx context.Context, n int) (*HazelcastClusterOf, error) {
+	setTestcontainersDefaults()
+	cli, err := dockerClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	image := HazelcastImage()
+	if _, err := cli.ImageInspect(ctx, image); err != nil {
+		_ = cli.Close()
+		return nil, fmt.Errorf("%w: %s: %v", ErrNoImage, image, err)
+	}
+	removeOrphans(ctx, cli)
+	removeOrphanHazelcastNetworks(ctx, cli)
+	_ = cli.Close()
+	host, _ := os.Hostname()
+	nw, err := network.New(ctx, network.WithLabels(map[string]string{
+		labelName:      hazelcastClusterLabel,
+		labelOwnerPID:  strconv.Itoa(os.Getpid()),
+		labelOwnerHost: host,
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("testserver: hazelcast cluster network: %w", err)
+	}
+	c := &HazelcastClusterOf{network: nw, Members: make([]*Server, n)}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("hz%d", i+1)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { c.Members[i], errs[i] = startHazelcastMember(ctx, nw, names, i) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		_ = c.Terminate(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	for i := range c.Members {
+		if err := c.WaitMembers(ctx, i, n); err != nil {
+			err = fmt.Errorf("%w%s", err, c.Members[i].logTail(ctx))
+			_ = c.Terminate(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// startHazelcastMember starts member i of the cluster named names, with
+// NET_ADMIN so that Isolate can run iptables in it, and waits until it
+// answers a client.
+func startHazelcastMember(ctx context.Context, nw *testcontainers.DockerNetwork, names []string, i int) (*Server, error) {
+	spec := HazelcastSpec()
+	spec.Name = "hazelcast-" + names[i]
+	spec.Env = map[string]string{
+		"HZ_CLUSTER": HazelcastCluster,
+		"HZ_MEMBERS": strings.Join(names, ","),
+		"HZ_PROPS":   strings.Join(HazelcastClusterProps, " "),
+	}
+	cli, err := dockerClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	port, _ := dockernet.ParsePort(spec.Port)
+	hostPort, err := freePort()
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	ctr, err := testcontainers.Run(ctx, spec.Image,
+		testcontainers.WithName(fmt.Sprintf("dlock-test-%s-%d", spec.Name, hostPort)),
+		testcontainers.WithExposedPorts(spec.Port),
+		testcontainers.WithEnv(spec.Env),
+		testcontainers.WithLabels(map[string]string{
+			labelName:      spec.Name,
+			labelOwnerPID:  strconv.Itoa(os.Getpid()),
+			labelOwnerHost: host,
+		}),
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.PortBindings = dockernet.PortMap{port: {{
+				HostIP:   netip.MustParseAddr("127.0.0.1"),
+				HostPort: strconv.Itoa(hostPort),
+			}}}
+			hc.CapAdd = append(hc.CapAdd, "NET_ADMIN")
+		}),
+		network.WithNetwork([]string{names[i]}, nw),
+	)
+	if err != nil {
+		if ctr != nil {
+			_ = ctr.Terminate(context.WithoutCancel(ctx))
+		}
+		_ = cli.Close()
+		return nil, fmt.Errorf("testserver: start %s: %w", spec.Name, err)
+	}
+	s := &Server{spec: spec, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort)), ctr: ctr, cli: cli}
+	if err := s.waitReady(ctx); err != nil {
+		err = fmt.Errorf("%w%s", err, s.logTail(ctx))
+		_ = s.Terminate(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return s, nil
+}
+
+// Addrs returns the members' addresses on the host, in order.
+func (c *HazelcastClusterOf) Addrs() []string {
+	addrs := make([]string, len(c.Members))
+	for i, s := range c.Members {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
+// WaitMembers waits until member i sees a cluster of n members (itself
+// included), as a new client of it learns from it, or ctx ends.
+func (c *HazelcastClusterOf) WaitMembers(ctx context.Context, i, n int) error {
+	var last int
+	var err error
+	delay := 100 * time.Millisecond
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
+		last, err = HazelcastMemberCount(attempt, c.Members[i].Addr())
+		cancel()
+		if err == nil && last == n {
+			return nil
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("testserver: hz%d does not see %d members (last: %d, %v): %w", i+1, n, last, err, ctx.Err())
+		case <-timer.C:
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// HazelcastMemberCount returns how many members the member at addr counts
+// in its cluster: a unisocket client of it learns the member list from it
+// alone.
+func HazelcastMemberCount(ctx context.Context, addr string) (int, error) {
+	var mu sync.Mutex
+	members := map[types.UUID]bool{}
+	cfg := hazelcast.NewConfig()
+	cfg.Cluster.Name = HazelcastCluster
+	cfg.Cluster.Unisocket = true
+	cfg.Cluster.Network.SetAddresses(addr)
+	cfg.Logger.Level = logger.OffLevel
+	if deadline, ok := ctx.Deadline(); ok {
+		cfg.Cluster.ConnectionStrategy.Timeout = types.Duration(max(time.Until(deadline), time.Millisecond))
+	}
+	cfg.AddMembershipListener(func(e cluster.MembershipStateChanged) {
+		mu.Lock()
+		defer mu.Unlock()
+		members[e.Member.UUID] = e.State == cluster.MembershipStateAdded
+	})
+	client, err := hazelcast.StartNewClientWithConfig(ctx, cfg)
+	if err != nil {
+		return 0, fmt.Errorf("hazelcast client connect to %s: %w", addr, err)
+	}
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	defer client.Shutdown(shutdown)
+	mu.Lock()
+	defer mu.Unlock()
+	n := 0
+	for _, in := range members {
+		if in {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Isolate cuts member i off from every other member, both ways, by dropping
+// their packets in its container (connections between them hang, as in a
+// network partition); clients on the host still reach every member.
+func (c *HazelcastClusterOf) Isolate(ctx context.Context, i int) error {
+	var rules []string
+	for j, s := range c.Members {
+		if j == i {
+			continue
+		}
+		ip, err := s.ctr.ContainerIP(ctx)
+		if err != nil {
+			return fmt.Errorf("testserver: address of hz%d: %w", j+1, err)
+		}
+		rules = append(rules, "iptables -A INPUT -s "+ip+" -j DROP", "iptables -A OUTPUT -d "+ip+" -j DROP")
+	}
+	return c.exec(ctx, i, strings.Join(rules, " && "))
+}
+
+// Heal undoes Isolate on member i.
+func (c *HazelcastClusterOf) Heal(ctx context.Context, i int) error {
+	return c.exec(ctx, i, "iptables -F INPUT && iptables -F OUTPUT")
+}
+
+func (c *HazelcastClusterOf) exec(ctx context.Context, i int, script string) error {
+	code, out, err := c.Members[i].ctr.Exec(ctx, []string{"sh", "-c", script})
+	if err != nil {
+		return fmt.Errorf("testserver: exec in hz%d: %w", i+1, err)
+	}
+	if code != 0 {
+		b, _ := io.ReadAll(out)
+		return fmt.Errorf("testserver: %q in hz%d exited %d: %s", script, i+1, code, strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
+// Terminate removes every member and the network.
+func (c *HazelcastClusterOf) Terminate(ctx context.Context) error {
+	var errs []error
+	for _, s := range c.Members {
+		if s != nil {
+			errs = append(errs, s.Terminate(ctx))
+		}
+	}
+	if c.network != nil {
+		errs = append(errs, c.network.Remove(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// removeOrphanHazelcastNetworks removes the cluster networks of test
+// processes of this host that no longer run (their containers are gone by
+// then: see removeOrphans), as removeOrphanEnsembleNetworks does for
+// ZooKeeper's.
+func removeOrphanHazelcastNetworks(ctx context.Context, cli *testcontainers.DockerClient) {
+	host, _ := os.Hostname()
+	list, err := cli.NetworkList(ctx, client.NetworkListOptions{
+		Filters: make(client.Filters).
+			Add("label", labelOwnerHost+"="+host).
+			Add("label", labelName+"="+hazelcastClusterLabel),
+	})
+	if err != nil {
+		return
+	}
+	for _, n := range list.Items {
+		pid, err := strconv.Atoi(n.Labels[labelOwnerPID])
+		if err != nil || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		_, _ = cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+	}
+}
