@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -52,6 +53,10 @@ type keeper struct {
 
 	users int // for reentrant holds: this Driver's leases under it; under d.mu
 
+	// fence is the mod revision of the session's fence key as this Driver
+	// last saw it (0: none yet); see fence.go.
+	fence atomic.Int64
+
 	// The locks held under the lease, told of its loss; nil once told.
 	// Under mu.
 	leases map[*lease]struct{}
@@ -82,6 +87,17 @@ func (d *Driver) newKeeper(id clientv3.LeaseID, ttl time.Duration, sent time.Tim
 		return nil, false
 	}
 	return k, true
+}
+
+// raiseFence records that the fence key was put at rev, unless a later put
+// was recorded already.
+func (k *keeper) raiseFence(rev int64) {
+	for {
+		seen := k.fence.Load()
+		if seen >= rev || k.fence.CompareAndSwap(seen, rev) {
+			return
+		}
+	}
 }
 
 // lost reports the reason when the lease is lost (or the Driver closed).
