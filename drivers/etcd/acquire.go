@@ -101,6 +101,7 @@ func (d *Driver) acquirePlain(ctx context.Context, req driver.Request, wait bool
 		free := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(blockers), "=", 0).WithPrefix()}
 		ok, _, rev, err := d.fencedTxn(ctx, sess, free, []clientv3.Op{put}, nil)
 		if err != nil {
+			err = sess.lostIfGone(err)
 			d.abandon(ctx, sess, me, 0, req.TTL)
 			return nil, d.opErr(ctx, err)
 		}
@@ -115,6 +116,7 @@ func (d *Driver) acquirePlain(ctx context.Context, req driver.Request, wait bool
 	// first was already the holder.
 	_, resps, rev, err := d.fencedTxn(ctx, sess, nil, []clientv3.Op{put, aheadOp(blockers, 0, 3)}, nil)
 	if err != nil {
+		err = sess.lostIfGone(err)
 		d.abandon(ctx, sess, me, 0, req.TTL)
 		return nil, d.opErr(ctx, err)
 	}

@@ -448,17 +448,26 @@ func waitWithin(t *testing.T, bound time.Duration, what string, cond func() bool
 
 func TestExtendBatch(t *testing.T) {
 	cli := newCli(t)
-	d := newTestDriver(t, cli)
+	// Taking 300 locks one by one takes longer than testTTL on a loaded
+	// machine, and the driver's own deadline would end the first ones
+	// before the batch: the locks get a TTL far longer than the case.
+	const ttl = 30 * time.Second
+	d := newTestDriver(t, cli, WithSessionTTL(ttl))
+	req := func() driver.Request {
+		r := reqFor(testKey(t))
+		r.TTL = ttl
+		return r
+	}
 	var leases []driver.Lease
 	var ttls []time.Duration
 	for range 300 { // several transactions' worth
-		leases = append(leases, mustTry(t, d, reqFor(testKey(t))))
-		ttls = append(ttls, testTTL)
+		leases = append(leases, mustTry(t, d, req()))
+		ttls = append(ttls, ttl)
 	}
-	owner := reqFor(testKey(t))
+	owner := req()
 	owner.Owner = "o"
 	leases = append(leases, mustTry(t, d, owner))
-	ttls = append(ttls, testTTL)
+	ttls = append(ttls, ttl)
 	gone, ended := 7, 8
 	if _, err := cli.Delete(ctxFor(t), leases[gone].(*lease).key); err != nil {
 		t.Fatal(err)
@@ -468,7 +477,7 @@ func TestExtendBatch(t *testing.T) {
 	}
 	other := newTestDriver(t, newCli(t))
 	foreign := mustTry(t, other, reqFor(testKey(t)))
-	errs := d.ExtendBatch(ctxFor(t), append(leases, foreign), append(ttls, testTTL))
+	errs := d.ExtendBatch(ctxFor(t), append(leases, foreign), append(ttls, ttl))
 	for i, err := range errs {
 		switch i {
 		case gone, ended:

@@ -160,6 +160,7 @@ func (d *Driver) joinHold(ctx context.Context, req driver.Request, n lockNames, 
 	}
 	ok, resps, mrev, err := d.fencedTxn(ctx, sess, cmps, then, []clientv3.Op{clientv3.OpGet(hold.name)})
 	if err != nil {
+		err = sess.lostIfGone(err)
 		d.abandonMember(ctx, sess, hold, member, 0, req.TTL)
 		d.unuseHold(hk)
 		return nil, d.opErr(ctx, err)

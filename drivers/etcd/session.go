@@ -100,6 +100,20 @@ func (k *keeper) raiseFence(rev int64) {
 	}
 }
 
+// lostIfGone turns err, from a write under the lease, into the lease's
+// loss when etcd says it no longer has the lease (it expired during an
+// outage, or was revoked): the keeper is lost at once, so that the next
+// request takes a new session, and the error wraps ErrSessionLost, which
+// a waiting Lock rides out. Any other err is returned as it is.
+func (k *keeper) lostIfGone(err error) error {
+	if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return err
+	}
+	reason := fmt.Errorf("%w: etcd no longer has lease %x (it expired or was revoked): %w", ErrSessionLost, uint64(k.id), err)
+	k.lose(reason)
+	return reason
+}
+
 // lost reports the reason when the lease is lost (or the Driver closed).
 func (k *keeper) lost() error {
 	if k.ctx.Err() == nil {
