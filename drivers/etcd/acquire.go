@@ -37,7 +37,8 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 // entry), when the Driver closes (driver.ErrClosed), or when the session
 // lease is lost while waiting (an error wrapping ErrSessionLost: the entry
 // went with it, so waiting on would be waiting for nothing, etcd issue
-// #19597).
+// #19597; the error is transient, so the core's waiting Lock tries again,
+// under a new session).
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	if req.Owner != "" {
 		return d.acquireOwned(ctx, req)

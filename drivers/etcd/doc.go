@@ -132,7 +132,13 @@
 //     same comparison, so a late or retried release never deletes a newer
 //     lock, even one of the same session.
 //   - A waiter whose session is lost stops with an error wrapping
-//     [ErrSessionLost] instead of waiting on for a key that is gone.
+//     [ErrSessionLost] instead of waiting on for a key that is gone. That
+//     error is transient (it has a Transient method that returns true), as
+//     are etcd's Unavailable errors (a connection refused or broken, no
+//     leader, a request timed out in the server): a waiting dlock Lock
+//     rides them out, queueing again under a new session once etcd is
+//     back. A call whose context has ended returns exactly the context's
+//     error, whatever etcd answered.
 //
 // Fencing tokens are the create revision of the holder's key (of the hold's
 // key, for reentrant holds): etcd's revision counter, which every write in

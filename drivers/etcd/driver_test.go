@@ -636,3 +636,47 @@ func TestNoHerd(t *testing.T) {
 		t.Errorf("%v watch events for %d handoffs, want about one per handoff", n, waiters)
 	}
 }
+
+// A queue entry's put whose outcome was unknown, tidied, and then applied by
+// etcd after its tidying (etcd runs concurrent requests in no set order)
+// must write nothing: the tidying moved the session's fence, which the put
+// requires unmoved. Without the fence the entry would stay under the
+// session lease, and hold the lock, for as long as the Driver lives.
+func TestLatePutAfterTidyWritesNothing(t *testing.T) {
+	cli := newCli(t)
+	d := newTestDriver(t, cli)
+	ctx := ctxFor(t)
+	sess, err := d.confirmedSession(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := testKey(t)
+	req := reqFor(key)
+	n := namesOf(d.prefix, key)
+	me := n.contender(req.Mode, sess.id, req.ID)
+	seen := sess.fence.Load() // as the put in flight saw it
+
+	// The request's caller gave up with the put in flight: the entry is
+	// tidied by its name, before etcd has applied the put.
+	d.abandon(ctx, sess, me, 0, req.TTL)
+	if sess.fence.Load() == seen {
+		t.Fatal("tidying an unknown outcome did not move the session's fence")
+	}
+	// Now etcd applies the late put.
+	put := clientv3.OpPut(me, "", clientv3.WithLease(sess.id))
+	_, _, _, moved, err := d.fencedTxnAt(ctx, sess, seen, nil, []clientv3.Op{put, aheadOp(n.blockers(req.Mode), 0, 3)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !moved {
+		t.Error("the late put was applied over a moved fence")
+	}
+	if got := entries(t, cli, key); len(got) != 0 {
+		t.Fatalf("%d queue entries after the late put, want none: the lock is held by nobody for as long as the session lives", len(got))
+	}
+	// The Driver's next request sees the new fence and gets the lock.
+	l := mustTry(t, d, reqFor(key))
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

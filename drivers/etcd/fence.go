@@ -37,30 +37,40 @@ func (d *Driver) fenceName(sess *keeper) string {
 // sending it again whenever the fence has moved. It returns whether cmps
 // held, the responses of then or els, and the transaction's revision.
 func (d *Driver) fencedTxn(ctx context.Context, sess *keeper, cmps []clientv3.Cmp, then, els []clientv3.Op) (bool, []*etcdserverpb.ResponseOp, int64, error) {
-	fence := d.fenceName(sess)
 	for {
-		seen := sess.fence.Load()
-		resp, err := d.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(fence), "=", seen)).
-			Then(clientv3.OpTxn(cmps, then, els)).
-			Else(clientv3.OpGet(fence, clientv3.WithKeysOnly())).
-			Commit()
-		if err != nil {
-			return false, nil, 0, err
+		ok, resps, rev, moved, err := d.fencedTxnAt(ctx, sess, sess.fence.Load(), cmps, then, els)
+		if err != nil || !moved {
+			return ok, resps, rev, err
 		}
-		if resp.Succeeded {
-			inner := resp.Responses[0].GetResponseTxn()
-			return inner.Succeeded, inner.Responses, resp.Header.Revision, nil
-		}
-		var now int64 // 0: no fence key (a new session, or one lost)
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
-			now = kvs[0].ModRevision
-		}
-		sess.fence.CompareAndSwap(seen, now) // unless another call moved it on
 		if err := ctx.Err(); err != nil {
 			return false, nil, 0, err
 		}
 	}
+}
+
+// fencedTxnAt is one attempt of fencedTxn, applied only while the fence's
+// mod revision is seen; moved reports that it was not, and then nothing was
+// written.
+func (d *Driver) fencedTxnAt(ctx context.Context, sess *keeper, seen int64, cmps []clientv3.Cmp, then, els []clientv3.Op) (ok bool, resps []*etcdserverpb.ResponseOp, rev int64, moved bool, err error) {
+	fence := d.fenceName(sess)
+	resp, err := d.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(fence), "=", seen)).
+		Then(clientv3.OpTxn(cmps, then, els)).
+		Else(clientv3.OpGet(fence, clientv3.WithKeysOnly())).
+		Commit()
+	if err != nil {
+		return false, nil, 0, false, err
+	}
+	if resp.Succeeded {
+		inner := resp.Responses[0].GetResponseTxn()
+		return inner.Succeeded, inner.Responses, resp.Header.Revision, false, nil
+	}
+	var now int64 // 0: no fence key (a new session, or one lost)
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+		now = kvs[0].ModRevision
+	}
+	sess.fence.CompareAndSwap(seen, now) // unless another call moved it on
+	return false, nil, 0, true, nil
 }
 
 // fencedTidy runs ops (deletions, reads) and moves sess's fence, in one
