@@ -37,7 +37,8 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 // entry), when the Driver closes (driver.ErrClosed), or when the session
 // lease is lost while waiting (an error wrapping ErrSessionLost: the entry
 // went with it, so waiting on would be waiting for nothing, etcd issue
-// #19597).
+// #19597; the error is transient, so the core's waiting Lock tries again,
+// under a new session).
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	if req.Owner != "" {
 		return d.acquireOwned(ctx, req)
@@ -98,35 +99,34 @@ func (d *Driver) acquirePlain(ctx context.Context, req driver.Request, wait bool
 	put := clientv3.OpPut(me, "", clientv3.WithLease(sess.id))
 
 	if !wait {
-		resp, err := d.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(blockers), "=", 0).WithPrefix()).
-			Then(put).Commit()
+		free := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(blockers), "=", 0).WithPrefix()}
+		ok, _, rev, err := d.fencedTxn(ctx, sess, free, []clientv3.Op{put}, nil)
 		if err != nil {
+			err = sess.lostIfGone(err)
 			d.abandon(ctx, sess, me, 0, req.TTL)
 			return nil, d.opErr(ctx, err)
 		}
-		if !resp.Succeeded {
+		if !ok {
 			return nil, driver.ErrLocked
 		}
-		rev := resp.Header.Revision
 		return d.newLease(req, me, rev, uint64(rev), sess, nil, started, started), nil
 	}
 
 	// Create the entry and read the two entries just ahead of it at the same
 	// revision: the first is what to wait for, the second tells whether the
 	// first was already the holder.
-	resp, err := d.cli.Txn(ctx).Then(put, aheadOp(blockers, 0, 3)).Commit()
+	_, resps, rev, err := d.fencedTxn(ctx, sess, nil, []clientv3.Op{put, aheadOp(blockers, 0, 3)}, nil)
 	if err != nil {
+		err = sess.lostIfGone(err)
 		d.abandon(ctx, sess, me, 0, req.TTL)
 		return nil, d.opErr(ctx, err)
 	}
-	rev := resp.Header.Revision
-	ahead := without(resp.Responses[1].GetResponseRange().Kvs, rev)
+	ahead := without(resps[1].GetResponseRange().Kvs, rev)
 	w := &waiter{d: d, sess: sess, blockers: blockers, rev: rev, own: []owned{{me, rev}}}
 	confirmed, err := w.wait(ctx, started, ahead, rev)
 	if err != nil {
 		d.abandon(ctx, sess, me, rev, req.TTL)
-		return nil, err
+		return nil, markTransient(err)
 	}
 	return d.newLease(req, me, rev, uint64(rev), sess, nil, started, confirmed), nil
 }
@@ -159,15 +159,17 @@ func without(kvs []*mvccpb.KeyValue, rev int64) []*mvccpb.KeyValue {
 
 // abandon deletes the queue entry key of a request that will not hold the
 // lock: a TryAcquire or Acquire whose outcome is unknown (rev 0: the entry
-// is deleted by its name, which no other request uses), or an Acquire that
-// gave up waiting. An entry left behind would block the lock for as long as
-// the session lives, which is as long as the Driver when all goes well, so
-// the deletion is tried once before returning (outliving ctx, bounded by the
+// is deleted by its name, which no other request uses, and the session's
+// fence moves in the same transaction, so that the put, should etcd apply
+// it later, writes nothing: see fence.go), or an Acquire that gave up
+// waiting. An entry left behind would block the lock for as long as the
+// session lives, which is as long as the Driver when all goes well, so the
+// deletion is tried once before returning (outliving ctx, bounded by the
 // TTL), then again in the background until it succeeds or the session ends.
 func (d *Driver) abandon(ctx context.Context, sess *keeper, key string, rev int64, ttl time.Duration) {
 	d.tidy(ctx, sess, ttl, func(ctx context.Context) error {
 		if rev == 0 {
-			_, err := d.cli.Delete(ctx, key)
+			_, err := d.fencedTidy(ctx, sess, clientv3.OpDelete(key))
 			return err
 		}
 		_, err := removeContender(ctx, d.cli, key, rev)

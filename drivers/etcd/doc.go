@@ -47,6 +47,25 @@
 // deletion) finds the next key to wait for. A waiting request whose context
 // ends deletes its key before returning.
 //
+// Nothing is left behind. The session lease lives as long as the Driver, so
+// a key under it that nobody owns would block its lock for as long; hence
+// every key the driver writes is, at every moment, either owned by a lease
+// of this Driver, with the driver's own deadline (a lock not extended
+// within its TTL is deleted by the Driver, revision-checked: see
+// Guarantees), or tidied by the request that wrote it, before that request
+// returns and then in the background until done or the session is gone: a
+// waiter that gives up deletes its key by its revision, and a request whose
+// outcome is unknown (its context ended or its reply was lost in flight)
+// deletes its key by name in a transaction that also moves the session's
+// fence key, PREFIX/%/fence/LEASE. Every transaction that creates a key
+// under the session requires the fence to be where the Driver last saw it,
+// so such a request, should etcd apply it after its tidying, writes
+// nothing (a new reentrant hold is fenced likewise by revoking its lease).
+// A grant whose caller is gone is a lease like any other: its TTL frees
+// it. So a lock that nobody renews is free within its TTL plus a round
+// trip, as with a lease-key backend, and within the session TTL when the
+// holder's process dies or is cut off.
+//
 // Read-write locks follow etcd's recipe: readers and writers queue in one
 // order, a reader waits only for the last writer ahead of it, and a writer
 // for the last key ahead of it of either kind. Readers that arrive while a
@@ -113,7 +132,13 @@
 //     same comparison, so a late or retried release never deletes a newer
 //     lock, even one of the same session.
 //   - A waiter whose session is lost stops with an error wrapping
-//     [ErrSessionLost] instead of waiting on for a key that is gone.
+//     [ErrSessionLost] instead of waiting on for a key that is gone. That
+//     error is transient (it has a Transient method that returns true), as
+//     are etcd's Unavailable errors (a connection refused or broken, no
+//     leader, a request timed out in the server): a waiting dlock Lock
+//     rides them out, queueing again under a new session once etcd is
+//     back. A call whose context has ended returns exactly the context's
+//     error, whatever etcd answered.
 //
 // Fencing tokens are the create revision of the holder's key (of the hold's
 // key, for reentrant holds): etcd's revision counter, which every write in
@@ -145,6 +170,10 @@
 //	q/w/@OWNER        a reentrant hold of OWNER (escaped), exclusive
 //	q/r/@OWNER        the same, shared
 //	e/HOLD/LEASE-ID   a member of the reentrant hold whose lease is HOLD
+//
+// Beside them, each session has one fence key, PREFIX/%/fence/LEASE (see
+// "How a lock works"), under the session lease; "%" alone is never an
+// escaped key, so the fence is outside every lock's names.
 //
 // The keys carry no value. "reports/nightly" queues under
 // "dlock/reports%2Fnightly/q/".

@@ -138,17 +138,19 @@ func (d *Driver) enter(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// opErr turns the error of a call into what the core expects: ctx's error
-// when ctx ended, ErrClosed when the Driver closed meanwhile, the error
-// unchanged otherwise, for the core to wrap once.
+// opErr turns the error of a call into what the core expects: exactly
+// ctx's error when ctx ended (or its deadline passed: see ctxErr),
+// ErrClosed when the Driver closed meanwhile, otherwise the error itself,
+// marked transient when etcd is unavailable for now (see markTransient),
+// for the core to wrap once.
 func (d *Driver) opErr(ctx context.Context, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return ctxErr
+	if err := ctxErr(ctx); err != nil {
+		return err
 	}
 	if d.closing() {
 		return driver.ErrClosed
 	}
-	return err
+	return markTransient(err)
 }
 
 // spawn runs f in a goroutine that Close waits for; false after Close.

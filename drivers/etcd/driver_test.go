@@ -143,6 +143,14 @@ func TestWaiterStopsWhenSessionRevoked(t *testing.T) {
 		if !errors.Is(err, ErrSessionLost) || errors.Is(err, driver.ErrLocked) {
 			t.Fatalf("Acquire after its session was revoked: %v, want ErrSessionLost", err)
 		}
+		// Transient: the core's waiting Lock tries again, under a new
+		// session.
+		if m, ok := errors.AsType[interface {
+			error
+			Transient() bool
+		}](err); !ok || !m.Transient() {
+			t.Errorf("Acquire after its session was revoked: %v is not marked transient", err)
+		}
 	case <-time.After(testTTL + slack):
 		t.Fatal("the waiter whose session was revoked went on waiting")
 	}
@@ -158,9 +166,10 @@ func TestWaiterStopsWhenSessionRevoked(t *testing.T) {
 }
 
 // The same through the core, with the session lost to a partition: the lease
-// expires on the server because no keepalive gets through, and Lock returns
-// the loss, not ErrLocked and not a context error.
-func TestWaiterStopsWhenPartitioned(t *testing.T) {
+// expires on the server because no keepalive gets through, and the waiting
+// Lock rides that out (the loss is transient) instead of returning it: once
+// the link is back and the lock free, it is granted, under a new session.
+func TestLockRidesOutPartition(t *testing.T) {
 	cli := newCli(t)
 	holder := newTestDriver(t, cli)
 	p := newProxy(t, endpoints(t)[0])
@@ -169,37 +178,73 @@ func TestWaiterStopsWhenPartitioned(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pcli.Close() })
-	c, err := dlock.New(newTestDriver(t, pcli), dlock.WithTTL(testTTL))
+	waiter := newTestDriver(t, pcli)
+	c, err := dlock.New(waiter, dlock.WithTTL(testTTL))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close(context.Background())
 	key := testKey(t)
-	l := mustTry(t, holder, reqFor(key))
-	defer l.Release(context.Background())
+	// The holder holds through a Client, which renews its lock for as
+	// long as the case needs.
+	hc, err := dlock.New(holder, dlock.WithTTL(testTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.Close(context.Background())
+	hm, err := hc.Mutex(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := hm.TryLock(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(context.Background())
 	m, err := c.Mutex(key)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	errc := make(chan error, 1)
+	type outcome struct {
+		l   dlock.Lease
+		err error
+	}
+	done := make(chan outcome, 1)
 	go func() {
-		_, err := m.Lock(ctxFor(t))
-		errc <- err
+		l, err := m.Lock(ctxFor(t))
+		done <- outcome{l, err}
 	}()
 	waitFor(t, "the waiter's entry", func() bool { return len(entries(t, cli, key)) == 2 })
+	lostSession := waiter.liveSession().id
 	p.Block()
-	defer p.Unblock()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, ErrSessionLost) || errors.Is(err, dlock.ErrLocked) || errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Lock cut off from etcd: %v, want ErrSessionLost", err)
-		}
-	case <-time.After(testTTL + slack):
-		t.Fatal("the partitioned waiter went on waiting past its session's TTL")
-	}
-	// etcd expires the lease too, and with it the waiter's entry.
+	// etcd expires the partitioned session, and with it the waiter's entry.
 	waitFor(t, "etcd expiring the partitioned waiter's entry", func() bool { return len(entries(t, cli, key)) == 1 })
+	waitFor(t, "the waiter's Driver seeing its session lost", func() bool { return waiter.liveSession() == nil })
+	select {
+	case o := <-done:
+		t.Fatalf("Lock cut off from etcd returned %v (err %v), want it waiting", o.l, o.err)
+	default:
+	}
+	p.Unblock()
+	if err := l.Unlock(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-done:
+		if o.err != nil {
+			t.Fatalf("Lock after the partition: %v, want the lock", o.err)
+		}
+		defer o.l.Unlock(context.Background())
+		if o.l.Token() <= l.Token() {
+			t.Errorf("token %d after the partition, not above the holder's %d", o.l.Token(), l.Token())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not granted the lock within 10 s of the partition's end and the release")
+	}
+	if s := waiter.liveSession(); s == nil || s.id == lostSession {
+		t.Error("the waiter's Driver did not take a new session after the partition")
+	}
 }
 
 // A release that is retried, or comes late, must not delete a newer lock of
@@ -590,5 +635,49 @@ func TestNoHerd(t *testing.T) {
 	t.Logf("%v watch events for %d handoffs", n, waiters)
 	if n > 2*waiters {
 		t.Errorf("%v watch events for %d handoffs, want about one per handoff", n, waiters)
+	}
+}
+
+// A queue entry's put whose outcome was unknown, tidied, and then applied by
+// etcd after its tidying (etcd runs concurrent requests in no set order)
+// must write nothing: the tidying moved the session's fence, which the put
+// requires unmoved. Without the fence the entry would stay under the
+// session lease, and hold the lock, for as long as the Driver lives.
+func TestLatePutAfterTidyWritesNothing(t *testing.T) {
+	cli := newCli(t)
+	d := newTestDriver(t, cli)
+	ctx := ctxFor(t)
+	sess, err := d.confirmedSession(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := testKey(t)
+	req := reqFor(key)
+	n := namesOf(d.prefix, key)
+	me := n.contender(req.Mode, sess.id, req.ID)
+	seen := sess.fence.Load() // as the put in flight saw it
+
+	// The request's caller gave up with the put in flight: the entry is
+	// tidied by its name, before etcd has applied the put.
+	d.abandon(ctx, sess, me, 0, req.TTL)
+	if sess.fence.Load() == seen {
+		t.Fatal("tidying an unknown outcome did not move the session's fence")
+	}
+	// Now etcd applies the late put.
+	put := clientv3.OpPut(me, "", clientv3.WithLease(sess.id))
+	_, _, _, moved, err := d.fencedTxnAt(ctx, sess, seen, nil, []clientv3.Op{put, aheadOp(n.blockers(req.Mode), 0, 3)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !moved {
+		t.Error("the late put was applied over a moved fence")
+	}
+	if got := entries(t, cli, key); len(got) != 0 {
+		t.Fatalf("%d queue entries after the late put, want none: the lock is held by nobody for as long as the session lives", len(got))
+	}
+	// The Driver's next request sees the new fence and gets the lock.
+	l := mustTry(t, d, reqFor(key))
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -158,24 +158,24 @@ func (d *Driver) joinHold(ctx context.Context, req driver.Request, n lockNames, 
 		// Join only a hold that holds the lock: nothing older blocks it.
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(blockers), ">", hold.tok-1).WithPrefix())
 	}
-	resp, err := d.cli.Txn(ctx).If(cmps...).Then(then...).Else(clientv3.OpGet(hold.name)).Commit()
+	ok, resps, mrev, err := d.fencedTxn(ctx, sess, cmps, then, []clientv3.Op{clientv3.OpGet(hold.name)})
 	if err != nil {
+		err = sess.lostIfGone(err)
 		d.abandonMember(ctx, sess, hold, member, 0, req.TTL)
 		d.unuseHold(hk)
 		return nil, d.opErr(ctx, err)
 	}
-	if !resp.Succeeded {
+	if !ok {
 		d.unuseHold(hk)
-		kvs := resp.Responses[0].GetResponseRange().Kvs
+		kvs := resps[0].GetResponseRange().Kvs
 		if !wait && len(kvs) == 1 && kvs[0].CreateRevision == hold.tok {
 			return nil, driver.ErrLocked // the owner's hold is itself waiting
 		}
 		return nil, errHoldChanged
 	}
-	mrev := resp.Header.Revision
 	confirmed := started
 	if wait {
-		ahead := resp.Responses[1].GetResponseRange().Kvs
+		ahead := resps[1].GetResponseRange().Kvs
 		if confirmed, err = d.waitHold(ctx, req, sess, hold, member, mrev, ahead, mrev, started); err != nil {
 			return nil, err
 		}
@@ -237,7 +237,7 @@ func (d *Driver) waitHold(ctx context.Context, req driver.Request, sess *keeper,
 	if err != nil {
 		d.abandonMember(ctx, sess, hold, member, mrev, req.TTL)
 		d.unuseHold(hold.k)
-		return time.Time{}, err
+		return time.Time{}, markTransient(err)
 	}
 	return confirmed, nil
 }
@@ -249,11 +249,16 @@ func (d *Driver) abandonMember(ctx context.Context, sess *keeper, hold *holdRef,
 	d.tidy(ctx, sess, ttl, func(ctx context.Context) error {
 		mrev := rev
 		if mrev == 0 {
-			resp, err := d.cli.Get(ctx, member)
-			if err != nil || len(resp.Kvs) == 0 {
+			// Move the fence first: a join applied later writes nothing.
+			resps, err := d.fencedTidy(ctx, sess, clientv3.OpGet(member))
+			if err != nil {
 				return err
 			}
-			mrev = resp.Kvs[0].CreateRevision
+			kvs := resps[0].GetResponseRange().Kvs
+			if len(kvs) == 0 {
+				return nil
+			}
+			mrev = kvs[0].CreateRevision
 		}
 		_, err := hold.leave(ctx, d, member, mrev)
 		return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -20,7 +21,8 @@ import (
 // says it no longer exists, or when no keepalive was confirmed for its whole
 // TTL, after which etcd may have let it expire. Held leases report it
 // through driver.LossNotifier, and Acquire returns it (not ErrLocked) when it
-// happens while waiting.
+// happens while waiting, marked transient, so that a waiting dlock Lock
+// queues again under a new session.
 var ErrSessionLost = errors.New("etcd: session lease lost")
 
 // keeper keeps one etcd lease alive and knows, on the monotonic clock, a
@@ -52,6 +54,10 @@ type keeper struct {
 
 	users int // for reentrant holds: this Driver's leases under it; under d.mu
 
+	// fence is the mod revision of the session's fence key as this Driver
+	// last saw it (0: none yet); see fence.go.
+	fence atomic.Int64
+
 	// The locks held under the lease, told of its loss; nil once told.
 	// Under mu.
 	leases map[*lease]struct{}
@@ -82,6 +88,31 @@ func (d *Driver) newKeeper(id clientv3.LeaseID, ttl time.Duration, sent time.Tim
 		return nil, false
 	}
 	return k, true
+}
+
+// raiseFence records that the fence key was put at rev, unless a later put
+// was recorded already.
+func (k *keeper) raiseFence(rev int64) {
+	for {
+		seen := k.fence.Load()
+		if seen >= rev || k.fence.CompareAndSwap(seen, rev) {
+			return
+		}
+	}
+}
+
+// lostIfGone turns err, from a write under the lease, into the lease's
+// loss when etcd says it no longer has the lease (it expired during an
+// outage, or was revoked): the keeper is lost at once, so that the next
+// request takes a new session, and the error wraps ErrSessionLost, which
+// a waiting Lock rides out. Any other err is returned as it is.
+func (k *keeper) lostIfGone(err error) error {
+	if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return err
+	}
+	reason := fmt.Errorf("%w: etcd no longer has lease %x (it expired or was revoked): %w", ErrSessionLost, uint64(k.id), err)
+	k.lose(reason)
+	return reason
 }
 
 // lost reports the reason when the lease is lost (or the Driver closed).

@@ -313,8 +313,8 @@ func (w *waiter) begin() {
 // failed read or watch) is worth retrying: ctx's error when it ended,
 // ErrClosed after Close, the loss of the session, or errEntryGone.
 func (w *waiter) stopped(ctx context.Context, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return ctxErr
+	if err := ctxErr(ctx); err != nil {
+		return err
 	}
 	if w.d.closing() {
 		return driver.ErrClosed
