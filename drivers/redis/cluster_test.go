@@ -84,7 +84,7 @@ func (c *clusterEnv) open(t *testing.T) *Driver {
 
 func (c *clusterEnv) client(t *testing.T) *goredis.ClusterClient {
 	t.Helper()
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.cluster.Addrs(), ContextTimeoutEnabled: true})
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.cluster.Addrs(), ContextTimeoutEnabled: true, MaintNotificationsConfig: maintOff()})
 	t.Cleanup(func() { _ = cc.Close() })
 	return cc
 }
