@@ -100,6 +100,7 @@ func parseClusterURL(u *url.URL) (*goredis.ClusterOptions, options, error) {
 	}
 	// As for a single server: contexts bound the commands they send.
 	opt.ContextTimeoutEnabled = true
+	opt.MaintNotificationsConfig = maintOff()
 	return opt, o, nil
 }
 

@@ -84,7 +84,7 @@ func (c *clusterEnv) open(t *testing.T) *Driver {
 
 func (c *clusterEnv) client(t *testing.T) *goredis.ClusterClient {
 	t.Helper()
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.cluster.Addrs(), ContextTimeoutEnabled: true})
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.cluster.Addrs(), ContextTimeoutEnabled: true, MaintNotificationsConfig: maintOff()})
 	t.Cleanup(func() { _ = cc.Close() })
 	return cc
 }
@@ -132,7 +132,7 @@ func (c *clusterEnv) testShardedNotifications(t *testing.T) {
 
 	var classic []*goredis.PubSub
 	for _, a := range c.cluster.Addrs() {
-		rc := goredis.NewClient(&goredis.Options{Addr: a})
+		rc := goredis.NewClient(&goredis.Options{Addr: a, MaintNotificationsConfig: maintOff()})
 		t.Cleanup(func() { _ = rc.Close() })
 		ps := rc.Subscribe(ctxFor(t), n.channel())
 		if _, err := ps.Receive(ctxFor(t)); err != nil { // the confirmation
@@ -223,7 +223,7 @@ func (c *clusterEnv) testSubscriptionFollowsSlot(t *testing.T) {
 	var dst *goredis.Client
 	var nodes []*goredis.Client
 	for _, a := range c.cluster.Addrs() {
-		rc := goredis.NewClient(&goredis.Options{Addr: a})
+		rc := goredis.NewClient(&goredis.Options{Addr: a, MaintNotificationsConfig: maintOff()})
 		t.Cleanup(func() { _ = rc.Close() })
 		nodes = append(nodes, rc)
 		if a != src.Options().Addr && dst == nil {

@@ -283,9 +283,17 @@
 // key_prefix sets the prefix of every Redis name (default "dlock:"), as
 // [WithKeyPrefix] does. Open pings the server once, bounded by its context,
 // so that a wrong address or password fails there. The client it makes honours
-// context deadlines (go-redis's ContextTimeoutEnabled), and the Driver closes
-// it on Close. Errors about the URL wrap dlock.ErrInvalidURL and never contain
+// context deadlines (go-redis's ContextTimeoutEnabled), runs without go-redis's
+// maintenance notifications (a Redis Enterprise and Cloud feature whose
+// per-client machinery dlock does not need: a server that moves drops its
+// connections, which a waiting Lock rides out), and the Driver closes it on
+// Close. Errors about the URL wrap dlock.ErrInvalidURL and never contain
 // the password.
+//
+// Replies that mean "not now" rather than "no" are transient errors, which
+// a waiting Lock rides out: CLUSTERDOWN, TRYAGAIN, LOADING and MASTERDOWN
+// from a server, and go-redis's pool timeout. They still match what they
+// wrap (errors.Is, errors.As).
 //
 // A Cluster URL names some of the cluster's nodes, comma-separated (or as
 // addr=host:port parameters): go-redis discovers the others from them. It

@@ -247,12 +247,13 @@ func ctxErr(ctx context.Context) error {
 
 // opErr turns the error of a command into what the core expects: ErrClosed
 // when Close ran meanwhile (go-redis then says its client or pool is closed),
+// the error marked transient when the server said "not now" (markNotNow),
 // the error unchanged otherwise, for the core to wrap once.
 func (d *Driver) opErr(err error) error {
 	if d.closed.Load() {
 		return driver.ErrClosed
 	}
-	return err
+	return markNotNow(err)
 }
 
 // mayHaveApplied reports whether a command that failed with err may still

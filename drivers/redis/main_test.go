@@ -31,6 +31,7 @@ func newRDB(tb testing.TB) *goredis.Client {
 		tb.Fatalf("ParseURL(%q): %v", server.URL, err)
 	}
 	opt.ContextTimeoutEnabled = true
+	opt.MaintNotificationsConfig = maintOff() // as the clients made from URLs (see maintOff)
 	rdb := goredis.NewClient(opt)
 	tb.Cleanup(func() { _ = rdb.Close() })
 	return rdb

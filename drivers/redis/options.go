@@ -45,7 +45,12 @@ func WithKeyPrefix(prefix string) Option {
 // request, far below the TTL, so that a master that is down or hung costs
 // an acquisition little of its validity (the RedLock algorithm's per-node
 // timeout). It must be at least 1 ms. Default: a tenth of the lock's TTL,
-// between 2 ms and 100 ms. [Driver] ignores it.
+// between 2 ms and 100 ms, which suits masters with millisecond round
+// trips. A reply held up past it counts as that master's failure, and
+// without a majority the acquisition fails, so raise it where replies can
+// stall longer (a loaded or throttled host, the race detector, a distant
+// master), keeping it well below the TTL: each phase of an acquisition may
+// take it in full. [Driver] ignores it.
 func WithNodeTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d < time.Millisecond {

@@ -405,11 +405,14 @@ func (r *RedLock) enter(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// opErr is [Driver.opErr] for a RedLock: ErrClosed after Close, and a
+// "not now" reply from a master (markNotNow) marks the whole error
+// transient, since a majority may answer once that master is back.
 func (r *RedLock) opErr(err error) error {
 	if r.closed.Load() {
 		return driver.ErrClosed
 	}
-	return err
+	return markNotNow(err)
 }
 
 // rlLease is a lock held on a majority of the masters.

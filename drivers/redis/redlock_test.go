@@ -41,7 +41,7 @@ func TestRedLock(t *testing.T) {
 	})
 	g := &rlGroup{group: group}
 	for _, a := range group.Addrs() {
-		c := goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1})
+		c := goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1, MaintNotificationsConfig: maintOff()})
 		t.Cleanup(func() { _ = c.Close() })
 		g.raw = append(g.raw, c)
 	}

@@ -90,6 +90,7 @@ func parseURL(u *url.URL) (*goredis.Options, options, error) {
 	// not outlive the lease it is trying to save, nor a cancelled Lock wait
 	// for go-redis's read timeout.
 	opt.ContextTimeoutEnabled = true
+	opt.MaintNotificationsConfig = maintOff()
 	return opt, o, nil
 }
 
