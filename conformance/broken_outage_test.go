@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -98,26 +97,7 @@ func outageHarness(report func(error) error) Harness {
 // reports a refused connection as a plain string, and passes the same driver
 // when it passes the error on as it is.
 func TestSuiteCatchesHiddenOutage(t *testing.T) {
-	const name = "LockWaitsThroughRestart"
 	flattened := func(err error) error { return errors.New("backend unavailable: " + err.Error()) }
 	passedOn := func(err error) error { return err }
-
-	results, err := runNamed(outageHarness(flattened), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := results[name]
-	if r.hung || r.skipped != "" || !r.failed {
-		t.Errorf("the driver hiding its outage was not caught by %s: failed %v, hung %v, skipped %q", name, r.failed, r.hung, r.skipped)
-	} else {
-		t.Logf("caught by %s:\n%s", name, strings.Join(r.logs, "\n"))
-	}
-
-	results, err = runNamed(outageHarness(passedOn), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := results[name]; r.failed || r.hung || r.skipped != "" {
-		t.Errorf("control: %s on the driver passing its outage on: failed %v, hung %v, skipped %q:\n%s", name, r.failed, r.hung, r.skipped, strings.Join(r.logs, "\n"))
-	}
+	expectCaught(t, outageHarness(flattened), outageHarness(passedOn), "LockWaitsThroughRestart")
 }

@@ -214,36 +214,7 @@ func TestSuiteCatchesPartitionBrokenDrivers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			results, err := runNamed(linkedHarness(tc.broken), tc.caughtBy...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			caught := false
-			for _, name := range tc.caughtBy {
-				r := results[name]
-				if r.hung {
-					t.Errorf("case %s hung on the broken driver instead of failing", name)
-				}
-				if r.skipped != "" {
-					t.Errorf("case %s skipped the broken driver: %s", name, r.skipped)
-				}
-				if r.failed {
-					caught = true
-					t.Logf("caught by %s:\n%s", name, strings.Join(r.logs, "\n"))
-				}
-			}
-			if !caught {
-				t.Errorf("the broken driver passed every case meant to catch it: %v", tc.caughtBy)
-			}
-			results, err = runNamed(linkedHarness(unbroken), tc.caughtBy...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, name := range tc.caughtBy {
-				if r := results[name]; r.failed || r.skipped != "" {
-					t.Errorf("control: case %s on the unbroken driver: failed %v, skipped %q:\n%s", name, r.failed, r.skipped, strings.Join(r.logs, "\n"))
-				}
-			}
+			expectCaught(t, linkedHarness(tc.broken), linkedHarness(unbroken), tc.caughtBy...)
 		})
 	}
 }

@@ -44,39 +44,47 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			results, err := runNamed(brokenHarness(tc.broken), tc.caughtBy...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			caught := false
-			for _, name := range tc.caughtBy {
-				r := results[name]
-				if r.hung {
-					t.Errorf("case %s hung on the broken driver instead of failing", name)
-				}
-				if r.skipped != "" {
-					t.Errorf("case %s skipped the broken driver: %s", name, r.skipped)
-				}
-				if r.failed {
-					caught = true
-					t.Logf("caught by %s:\n%s", name, strings.Join(r.logs, "\n"))
-				} else {
-					t.Logf("%s passed:\n%s", name, strings.Join(r.logs, "\n"))
-				}
-			}
-			if !caught {
-				t.Errorf("the broken driver passed every case meant to catch it: %v", tc.caughtBy)
-			}
-
-			results, err = runNamed(brokenHarness(tc.control), tc.caughtBy...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, name := range tc.caughtBy {
-				if r := results[name]; r.failed || r.skipped != "" {
-					t.Errorf("control: case %s on the unbroken driver: failed %v, skipped %q:\n%s", name, r.failed, r.skipped, strings.Join(r.logs, "\n"))
-				}
-			}
+			expectCaught(t, brokenHarness(tc.broken), brokenHarness(tc.control), tc.caughtBy...)
 		})
+	}
+}
+
+// expectCaught runs the cases caughtBy against the broken harness, where at
+// least one must fail (none may hang or skip), and against its control,
+// where every one must pass.
+func expectCaught(t *testing.T, broken, control Harness, caughtBy ...string) {
+	t.Helper()
+	results, err := runNamed(broken, caughtBy...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caught := false
+	for _, name := range caughtBy {
+		r := results[name]
+		if r.hung {
+			t.Errorf("case %s hung on the broken driver instead of failing", name)
+		}
+		if r.skipped != "" {
+			t.Errorf("case %s skipped the broken driver: %s", name, r.skipped)
+		}
+		if r.failed {
+			caught = true
+			t.Logf("caught by %s:\n%s", name, strings.Join(r.logs, "\n"))
+		} else {
+			t.Logf("%s passed:\n%s", name, strings.Join(r.logs, "\n"))
+		}
+	}
+	if !caught {
+		t.Errorf("the broken driver passed every case meant to catch it: %v", caughtBy)
+	}
+
+	results, err = runNamed(control, caughtBy...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range caughtBy {
+		if r := results[name]; r.failed || r.hung || r.skipped != "" {
+			t.Errorf("control: case %s on the unbroken driver: failed %v, hung %v, skipped %q:\n%s", name, r.failed, r.hung, r.skipped, strings.Join(r.logs, "\n"))
+		}
 	}
 }
