@@ -60,7 +60,7 @@ func TestConformance(t *testing.T) {
 		// A client whose link to the server the partition cases cut: its
 		// session lease's keep-alives stop with everything else.
 		NewLinkedDriver: func(ctx context.Context) (driver.Driver, conformance.Link, error) {
-			proxied, link, err := testserver.ProxyURL(testURL(testTTL))
+			proxied, link, err := testserver.ProxyURL(testURL(suiteTTL))
 			if err != nil {
 				return nil, nil, err
 			}
