@@ -97,6 +97,7 @@ func (c *clusterEnv) testConformance(t *testing.T) {
 	}
 	conformance.Run(t, conformance.Harness{
 		NewDriver: func(ctx context.Context) (driver.Driver, error) { return openCluster(ctx, url) },
+		TTL:       suiteTTL,
 		Tamper: func(ctx context.Context, key string, overwrite bool) error {
 			n := namesOf(DefaultKeyPrefix, key)
 			if overwrite {
