@@ -5,8 +5,11 @@ GO ?= go
 # testcontainers-go: the reaper image cannot be pulled here, and without the
 # host override it sees /.dockerenv and aims at the gateway instead of loopback.
 TEST_ENV = TESTCONTAINERS_RYUK_DISABLED=true TESTCONTAINERS_HOST_OVERRIDE=localhost DLOCK_REQUIRE_CONTAINERS=1
-# How `make test` and `make flakes` run the tests.
-TEST_FLAGS = -race -count=1 -timeout 30m
+# How `make test` and `make flakes` run the tests. Three packages at a time
+# on two cores: the driver packages spend most of their time waiting out
+# TTLs and containers, and their bounds hold on a loaded machine (make
+# flakes LOAD=2 checks that).
+TEST_FLAGS = -race -count=1 -p 3 -timeout 30m
 
 .PHONY: test check setup example bench flakes
 
