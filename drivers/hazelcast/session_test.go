@@ -3,6 +3,7 @@ package hazelcast
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hazelcast/hazelcast-go-client"
@@ -104,5 +105,36 @@ func TestCloseEndsEveryLease(t *testing.T) {
 	}
 	if err := lostBy(l); !errors.Is(err, errDriverClosed) {
 		t.Errorf("after Close the Lost cause is %v, want errDriverClosed", err)
+	}
+}
+
+// A client that is connected again without telling (no Connected event
+// after the last Disconnected, as hazelcast-go-client v1.6.0 can do) is
+// found by the watch, and a waiting Acquire goes on; while the cluster does
+// not answer, the session stays down.
+func TestWatchFindsSilentReconnection(t *testing.T) {
+	d := newDriver(nil, defaultOptions(), newSession())
+	var answering atomic.Bool
+	d.watching.Add(1)
+	go d.watch(func(ctx context.Context) error {
+		if answering.Load() {
+			return nil
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	defer d.Close()
+	d.session.lose(errDisconnected)
+	short, cancel := context.WithTimeout(context.Background(), 3*recheckInterval)
+	defer cancel()
+	if err := d.session.waitConnected(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waitConnected while the cluster does not answer: %v, want the deadline", err)
+	}
+	answering.Store(true)
+	if err := d.session.waitConnected(ctxFor(t)); err != nil {
+		t.Fatalf("waitConnected once the cluster answers: %v", err)
+	}
+	if err := d.session.current().Err(); err != nil {
+		t.Fatalf("the epoch begun by the watch has ended: %v", err)
 	}
 }
