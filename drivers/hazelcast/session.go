@@ -87,6 +87,13 @@ func (s *session) connectedNow() bool {
 	return s.closed == nil && s.epoch.Err() == nil
 }
 
+// over reports whether the session has closed: no epoch will begin again.
+func (s *session) over() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed != nil
+}
+
 // waitConnected waits until the client is connected, or ctx ends (its error)
 // or the session closes (why: errShutdown or errDriverClosed).
 func (s *session) waitConnected(ctx context.Context) error {
@@ -188,6 +195,9 @@ func (d *Driver) watch(ping func(context.Context) error) {
 		case <-d.closing.Done():
 			t.Stop()
 			return
+		}
+		if d.session.over() {
+			return // the client shut down: no epoch will begin again
 		}
 		if d.session.connectedNow() {
 			continue // an event said so meanwhile

@@ -125,7 +125,7 @@ func TestWatchFindsSilentReconnection(t *testing.T) {
 	})
 	defer d.Close()
 	d.session.lose(errDisconnected)
-	short, cancel := context.WithTimeout(context.Background(), 3*recheckInterval)
+	short, cancel := context.WithTimeout(context.Background(), 2*recheckInterval)
 	defer cancel()
 	if err := d.session.waitConnected(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waitConnected while the cluster does not answer: %v, want the deadline", err)
@@ -137,4 +137,21 @@ func TestWatchFindsSilentReconnection(t *testing.T) {
 	if err := d.session.current().Err(); err != nil {
 		t.Fatalf("the epoch begun by the watch has ended: %v", err)
 	}
+}
+
+// Once the client has shut down, the watch stops asking: no epoch will
+// begin again.
+func TestWatchEndsWithTheSession(t *testing.T) {
+	d := newDriver(nil, defaultOptions(), newSession())
+	d.watching.Add(1)
+	go d.watch(func(context.Context) error { return errors.New("client not active") })
+	d.session.onLifecycle(hazelcast.LifecycleStateChanged{State: hazelcast.LifecycleStateShutDown})
+	ended := make(chan struct{})
+	go func() { d.watching.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-ctxFor(t).Done():
+		t.Fatal("the watch goes on after the client shut down")
+	}
+	_ = d.Close()
 }
