@@ -32,7 +32,8 @@ var errNoAnswer = errors.New("hazelcast: no answer from the cluster in time; the
 // callErr is what an operation returns for a call that failed with err:
 // driver.ErrClosed when the driver closed meanwhile, the caller's context
 // error when that ended (so the core returns exactly ctx.Err()), and err
-// otherwise, unwrapped, for the core to wrap once.
+// otherwise, unwrapped but marked when it is transient (transient.go), for
+// the core to wrap once.
 func (d *Driver) callErr(ctx context.Context, err error) error {
 	switch {
 	case d.closed.Load():
@@ -40,9 +41,9 @@ func (d *Driver) callErr(ctx context.Context, err error) error {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		return fmt.Errorf("%w (%v)", errNoAnswer, err)
+		err = fmt.Errorf("%w (%v)", errNoAnswer, err)
 	}
-	return err
+	return markTransient(err)
 }
 
 // unlockTimes unlocks key n times for the owner of lc, the

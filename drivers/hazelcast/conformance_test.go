@@ -3,6 +3,7 @@ package hazelcast
 import (
 	"context"
 	"errors"
+	"net/url"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 // conformanceTTL is the TTL of the conformance run: a member ends leases in
@@ -58,6 +60,29 @@ func TestConformance(t *testing.T) {
 			}
 			return err
 		},
+	}
+	// A client whose one connection goes through a link of its own, which
+	// the partition cases cut: unisocket, so that it dials only the
+	// proxy's address and not the addresses the member advertises.
+	h.NewLinkedDriver = func(ctx context.Context) (driver.Driver, conformance.Link, error) {
+		proxied, link, err := testserver.ProxyURL(u.String())
+		if err != nil {
+			return nil, nil, err
+		}
+		pu, err := url.Parse(proxied)
+		if err != nil {
+			_ = link.Close()
+			return nil, nil, err
+		}
+		q := pu.Query()
+		q.Set(paramUnisocket, "true")
+		pu.RawQuery = q.Encode()
+		d, err := open(ctx, pu)
+		if err != nil {
+			_ = link.Close()
+			return nil, nil, err
+		}
+		return d, link, nil
 	}
 	if server.Faults() {
 		h.Faults = &conformance.Faults{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,7 @@ type Driver struct {
 	closed      atomic.Bool
 	closing     context.Context // ends in-flight calls at Close
 	stopClosing context.CancelFunc
+	watching    sync.WaitGroup // the goroutine of watch (session.go)
 }
 
 var (
@@ -64,6 +66,8 @@ func New(ctx context.Context, client *hazelcast.Client, opts ...Option) (*Driver
 		return nil, err
 	}
 	if d.listener, err = client.AddLifecycleListener(s.onLifecycle); err != nil {
+		d.stopClosing()
+		d.watching.Wait()
 		return nil, fmt.Errorf("hazelcast: listen to the client's lifecycle: %w", err)
 	}
 	return d, nil
@@ -81,6 +85,13 @@ func connect(ctx context.Context, client *hazelcast.Client, o options, s *sessio
 	}
 	d := newDriver(hzAPI{locks: locks, fences: fences}, o, s)
 	d.client = client
+	// The question that tells a connected client: a read of an entry of
+	// the fencing map that no lock uses (keys of locks are never empty).
+	d.watching.Add(1)
+	go d.watch(func(ctx context.Context) error {
+		_, err := fences.ContainsKey(ctx, "")
+		return err
+	})
 	return d, nil
 }
 
@@ -125,6 +136,7 @@ func (d *Driver) Close() error {
 	}
 	d.stopClosing()
 	d.session.close(errDriverClosed)
+	d.watching.Wait()
 	if d.client == nil {
 		return nil
 	}

@@ -170,7 +170,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if !l.d.session.connectedNow() {
 		// The call would wait for a reconnection; the cluster releases the
 		// locks of a disconnected client itself, and the lease ends anyway.
-		return errNotConnected
+		return l.d.callErr(ctx, errNotConnected)
 	}
 	call, cancel := l.d.callContext(leaseTime(l.ttl))
 	defer cancel()

@@ -3,6 +3,7 @@ package hazelcast
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hazelcast/hazelcast-go-client"
@@ -105,4 +106,52 @@ func TestCloseEndsEveryLease(t *testing.T) {
 	if err := lostBy(l); !errors.Is(err, errDriverClosed) {
 		t.Errorf("after Close the Lost cause is %v, want errDriverClosed", err)
 	}
+}
+
+// A client that is connected again without telling (no Connected event
+// after the last Disconnected, as hazelcast-go-client v1.6.0 can do) is
+// found by the watch, and a waiting Acquire goes on; while the cluster does
+// not answer, the session stays down.
+func TestWatchFindsSilentReconnection(t *testing.T) {
+	d := newDriver(nil, defaultOptions(), newSession())
+	var answering atomic.Bool
+	d.watching.Add(1)
+	go d.watch(func(ctx context.Context) error {
+		if answering.Load() {
+			return nil
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	defer d.Close()
+	d.session.lose(errDisconnected)
+	short, cancel := context.WithTimeout(context.Background(), 2*recheckInterval)
+	defer cancel()
+	if err := d.session.waitConnected(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waitConnected while the cluster does not answer: %v, want the deadline", err)
+	}
+	answering.Store(true)
+	if err := d.session.waitConnected(ctxFor(t)); err != nil {
+		t.Fatalf("waitConnected once the cluster answers: %v", err)
+	}
+	if err := d.session.current().Err(); err != nil {
+		t.Fatalf("the epoch begun by the watch has ended: %v", err)
+	}
+}
+
+// Once the client has shut down, the watch stops asking: no epoch will
+// begin again.
+func TestWatchEndsWithTheSession(t *testing.T) {
+	d := newDriver(nil, defaultOptions(), newSession())
+	d.watching.Add(1)
+	go d.watch(func(context.Context) error { return errors.New("client not active") })
+	d.session.onLifecycle(hazelcast.LifecycleStateChanged{State: hazelcast.LifecycleStateShutDown})
+	ended := make(chan struct{})
+	go func() { d.watching.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-ctxFor(t).Done():
+		t.Fatal("the watch goes on after the client shut down")
+	}
+	_ = d.Close()
 }
