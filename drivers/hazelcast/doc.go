@@ -151,6 +151,20 @@
 // consensus backend (ZooKeeper, etcd), when two holders at once must never
 // happen.
 //
+// # Limitations
+//
+// hazelcast-go-client v1.6.0 signs in on a new connection with no time
+// limit. When the connection is accepted and then closed before the member
+// answers (a load balancer or Docker's port proxy in front of a member that
+// is still starting does this), the sign-in never ends, and the client
+// never reconnects: the Driver stays disconnected, and Lock waits until its
+// context ends, until the Driver is closed. In this project's tests it
+// happened about once in ten member restarts behind Docker's port proxy.
+// Close the Driver and open a new one when a Lock keeps timing out while the
+// members are up. The tests do not restart a member under a live client for
+// this reason (BackendRestarted and LockWaitsThroughRestart skip); replacing
+// a client stuck this way inside the driver is future work.
+//
 // # Keys
 //
 // A dlock key K (1 to 1024 bytes, any bytes) is the key of one entry of the
