@@ -48,7 +48,7 @@ func StartEtcdCluster(ctx context.Context, size int) (*EtcdCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	removeOrphanEtcdNetworks(ctx, cli)
+	removeOrphanNetworks(ctx, cli, "")
 	_ = cli.Close()
 
 	host, _ := os.Hostname()
@@ -179,24 +179,4 @@ func (c *EtcdCluster) Terminate(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// removeOrphanEtcdNetworks removes the networks of clusters whose test process
-// of this host no longer runs (their containers are gone by then:
-// removeOrphans ran first).
-func removeOrphanEtcdNetworks(ctx context.Context, cli *testcontainers.DockerClient) {
-	host, _ := os.Hostname()
-	list, err := cli.NetworkList(ctx, client.NetworkListOptions{
-		Filters: make(client.Filters).Add("label", labelOwnerHost+"="+host),
-	})
-	if err != nil {
-		return
-	}
-	for _, n := range list.Items {
-		pid, err := strconv.Atoi(n.Labels[labelOwnerPID])
-		if err != nil || pid <= 0 || processAlive(pid) {
-			continue
-		}
-		_, _ = cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
-	}
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/hazelcast/hazelcast-go-client/types"
 	"github.com/moby/moby/api/types/container"
 	dockernet "github.com/moby/moby/api/types/network"
-	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 )
@@ -66,7 +65,7 @@ func StartHazelcastCluster(ctx context.Context, n int) (*HazelcastClusterOf, err
 		return nil, fmt.Errorf("%w: %s: %v", ErrNoImage, image, err)
 	}
 	removeOrphans(ctx, cli)
-	removeOrphanHazelcastNetworks(ctx, cli)
+	removeOrphanNetworks(ctx, cli, hazelcastClusterLabel)
 	_ = cli.Close()
 	host, _ := os.Hostname()
 	nw, err := network.New(ctx, network.WithLabels(map[string]string{
@@ -275,27 +274,4 @@ func (c *HazelcastClusterOf) Terminate(ctx context.Context) error {
 		errs = append(errs, c.network.Remove(ctx))
 	}
 	return errors.Join(errs...)
-}
-
-// removeOrphanHazelcastNetworks removes the cluster networks of test
-// processes of this host that no longer run (their containers are gone by
-// then: see removeOrphans), as removeOrphanEnsembleNetworks does for
-// ZooKeeper's.
-func removeOrphanHazelcastNetworks(ctx context.Context, cli *testcontainers.DockerClient) {
-	host, _ := os.Hostname()
-	list, err := cli.NetworkList(ctx, client.NetworkListOptions{
-		Filters: make(client.Filters).
-			Add("label", labelOwnerHost+"="+host).
-			Add("label", labelName+"="+hazelcastClusterLabel),
-	})
-	if err != nil {
-		return
-	}
-	for _, n := range list.Items {
-		pid, err := strconv.Atoi(n.Labels[labelOwnerPID])
-		if err != nil || pid <= 0 || processAlive(pid) {
-			continue
-		}
-		_, _ = cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
-	}
 }

@@ -569,3 +569,26 @@ func runMain(m *testing.M, start func(context.Context) (Target, error), dst *Tar
 	}
 	return code
 }
+
+// removeOrphanNetworks removes the networks that test processes of this
+// host made for clusters (named name, or any when name is empty) and that
+// outlived them: their containers are gone by then (removeOrphans runs
+// first), and Docker's address pools run out after a few dozen networks.
+func removeOrphanNetworks(ctx context.Context, cli *testcontainers.DockerClient, name string) {
+	host, _ := os.Hostname()
+	filters := make(client.Filters).Add("label", labelOwnerHost+"="+host)
+	if name != "" {
+		filters = filters.Add("label", labelName+"="+name)
+	}
+	list, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: filters})
+	if err != nil {
+		return
+	}
+	for _, n := range list.Items {
+		pid, err := strconv.Atoi(n.Labels[labelOwnerPID])
+		if err != nil || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		_, _ = cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+	}
+}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	dockernet "github.com/moby/moby/api/types/network"
-	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 )
@@ -44,7 +43,7 @@ func StartZooKeeperEnsemble(ctx context.Context, n int) (*ZooKeeperEnsemble, err
 		return nil, fmt.Errorf("%w: %s: %v", ErrNoImage, ZooKeeperImage, err)
 	}
 	removeOrphans(ctx, cli)
-	removeOrphanEnsembleNetworks(ctx, cli)
+	removeOrphanNetworks(ctx, cli, ensembleLabel)
 	_ = cli.Close()
 	host, _ := os.Hostname()
 	nw, err := network.New(ctx, network.WithLabels(map[string]string{
@@ -169,27 +168,4 @@ func (e *ZooKeeperEnsemble) Terminate(ctx context.Context) error {
 		errs = append(errs, e.network.Remove(ctx))
 	}
 	return errors.Join(errs...)
-}
-
-// removeOrphanEnsembleNetworks removes the ensemble networks of test
-// processes of this host that no longer run (their containers are gone by
-// then: see removeOrphans). Docker's address pools run out after a few dozen
-// networks.
-func removeOrphanEnsembleNetworks(ctx context.Context, cli *testcontainers.DockerClient) {
-	host, _ := os.Hostname()
-	list, err := cli.NetworkList(ctx, client.NetworkListOptions{
-		Filters: make(client.Filters).
-			Add("label", labelOwnerHost+"="+host).
-			Add("label", labelName+"="+ensembleLabel),
-	})
-	if err != nil {
-		return
-	}
-	for _, n := range list.Items {
-		pid, err := strconv.Atoi(n.Labels[labelOwnerPID])
-		if err != nil || pid <= 0 || processAlive(pid) {
-			continue
-		}
-		_, _ = cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
-	}
 }
