@@ -1,0 +1,11 @@
+-- leave.lua: takes a Driver out of a lock's waiters' queue when its last
+-- waiter gave up. It is a script rather than a plain HDEL only so that the
+-- server counts it among the driver's requests (commandstats counts a
+-- script's own commands too, so only the scripts' calls measure requests).
+-- It runs alone, without prelude.lua.
+--
+-- KEYS[1]  the waiters' queue
+-- ARGV[1]  the Driver's name in it
+--
+-- Reply: 1 when the Driver was in the queue, else 0 (HDEL's reply).
+return redis.call('HDEL', KEYS[1], ARGV[1])

@@ -1,0 +1,50 @@
+-- release.lua: removes one hold, if it is still there, and wakes the key's
+-- waiters when that frees the lock. Runs after prelude.lua.
+--
+-- KEYS[1]  the lock
+-- KEYS[2]  the waiters' queue
+-- ARGV[1]  the request ID
+-- ARGV[2]  the lock's channel
+-- ARGV[3]  the publishing command (PUBLISH, or SPUBLISH on a Cluster)
+--
+-- The message is the queue's head, whose waiters alone wake, or empty when
+-- nobody is queued (every waiter wakes). Publishing in the same script
+-- means a waiter can never be woken before the lock is actually free; a
+-- release that leaves other holds (readers, reentrant entries) publishes
+-- nothing, as nobody waiting could take the lock.
+--
+-- Reply: 1 when released, 0 when the hold expired, was released, or the key
+-- belongs to a stranger (and then nothing changes and nothing is
+-- published).
+--
+-- The common case comes first: when the hash is this hold and its mode,
+-- and nothing else, the release deletes it without reading the clock. The
+-- hold is live: the key's expiry is its latest hold's, and Redis shows no
+-- expired key.
+
+local raw = redis.pcall('HGETALL', KEYS[1])
+if #raw == 4 then
+  local f = {[raw[1]] = raw[2], [raw[3]] = raw[4]}
+  local mode, mine = f['mode'], f['h:' .. ARGV[1]]
+  if (mode == 'x' or mode == 's') and mine and string.match(mine, '^%d+ %d+ ') then
+    redis.call('DEL', KEYS[1])
+    local head = ''
+    if redis.call('EXISTS', KEYS[2]) == 1 then
+      local _, now = clock()
+      head = qhead(KEYS[2], now) or ''
+    end
+    redis.call(ARGV[3], ARGV[2], head)
+    return 1
+  end
+end
+local _, now = clock()
+local s = load(KEYS[1], now, raw)
+if not (s and s.holds[ARGV[1]]) then
+  return 0
+end
+drop(s, ARGV[1])
+save(KEYS[1], s, now)
+if s.n == 0 then
+  redis.call(ARGV[3], ARGV[2], qhead(KEYS[2], now) or '')
+end
+return 1
