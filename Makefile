@@ -11,11 +11,20 @@ TEST_ENV = TESTCONTAINERS_RYUK_DISABLED=true TESTCONTAINERS_HOST_OVERRIDE=localh
 # flakes LOAD=2 checks that).
 TEST_FLAGS = -race -count=1 -p 3 -timeout 30m
 
-.PHONY: test check setup example bench flakes
+.PHONY: test check build-tests setup example bench flakes
 
-## test: set the machine up, then vet, format-check and run every test with -race.
-test: setup check
+## test: set the machine up while the code is vetted and every test binary
+## compiles (setup waits mostly on apt and Docker, the compiler on the CPU:
+## on a fresh 2-core machine the overlap saves about two minutes), then run
+## every test with -race.
+test:
+	@$(MAKE) --no-print-directory -j2 setup build-tests
 	$(TEST_ENV) $(GO) test $(TEST_FLAGS) ./...
+
+## build-tests: vet, format-check, and compile every test binary without
+## running it (-exec true), so that the test run reuses the build cache.
+build-tests: check
+	@out=$$($(GO) test $(TEST_FLAGS) -exec true ./... 2>&1) || { echo "$$out"; exit 1; }; echo "test binaries built"
 
 ## check: go vet and gofmt.
 check:
