@@ -153,17 +153,30 @@
 //
 // # Limitations
 //
-// hazelcast-go-client v1.6.0 signs in on a new connection with no time
-// limit. When the connection is accepted and then closed before the member
-// answers (a load balancer or Docker's port proxy in front of a member that
-// is still starting does this), the sign-in never ends, and the client
-// never reconnects: the Driver stays disconnected, and Lock waits until its
-// context ends, until the Driver is closed. In this project's tests it
-// happened about once in ten member restarts behind Docker's port proxy.
-// Close the Driver and open a new one when a Lock keeps timing out while the
-// members are up. The tests do not restart a member under a live client for
-// this reason (BackendRestarted and LockWaitsThroughRestart skip); replacing
-// a client stuck this way inside the driver is future work.
+// hazelcast-go-client v1.6.0 reconnects with no time limit on signing in to
+// a new connection, and a connection that closes at once, before the
+// client has sent its sign-in, can leave that sign-in waiting for good:
+// the client fails the requests of a closed connection once, when it
+// handles the close, and a sign-in it queues after that is never answered
+// nor failed. The client then never reconnects: the Driver stays
+// disconnected, and every Lock waits until its context ends. A load
+// balancer or port proxy in front of the members does this when it accepts
+// a connection for a member that is down or still starting and then closes
+// it; Docker's port proxy does, and about one member restart in ten behind
+// it left a client stuck so in this project's tests.
+// Close the Driver and open a new one when a Lock keeps timing out while
+// the members are up; replacing a client stuck this way inside the driver
+// is future work.
+//
+// The tests restart the member under live clients (the conformance cases
+// BackendRestarted and LockWaitsThroughRestart, and a Driver that must
+// reconnect and lock again) with the clients reaching the member through a
+// proxy in the test process rather than through Docker's port proxy. While
+// the member is down, and until it answers a client again, that proxy
+// refuses connections, as the member's own host does; so what the tests
+// measure is the driver's reconnection to a member that went down and came
+// back, not the accept-then-close of a proxy in front of it, which they do
+// not cover.
 //
 // # Keys
 //

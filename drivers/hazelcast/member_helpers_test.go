@@ -39,7 +39,13 @@ func memberURL(tb testing.TB, mapName string) *url.URL {
 // when tb ends: a stranger to the driver, or the caller's client for New.
 func rawClient(tb testing.TB) *hazelcast.Client {
 	tb.Helper()
-	cfg, _, err := parseURL(memberURL(tb, DefaultMap))
+	return rawClientOf(tb, memberURL(tb, DefaultMap))
+}
+
+// rawClientOf is rawClient for the cluster at u (a driver URL).
+func rawClientOf(tb testing.TB, u *url.URL) *hazelcast.Client {
+	tb.Helper()
+	cfg, _, err := parseURL(u)
 	if err != nil {
 		tb.Fatalf("parseURL: %v", err)
 	}

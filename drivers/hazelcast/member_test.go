@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 // Two Drivers over one Hazelcast client exclude each other, and a caller of
@@ -162,11 +163,25 @@ func TestCancelledWaitMember(t *testing.T) {
 }
 
 // Stopping the member disconnects the client: every lease is reported lost
-// at once, and Lock works again once the member is back.
+// at once, TryAcquire fails while the client is disconnected, and once the
+// member is back the same Driver reconnects by itself: Acquire waits for
+// it, and its grants belong to a new epoch, with greater tokens. The Driver
+// reaches the member through a front that refuses connections while the
+// member is down, as the member's own host would (see
+// testserver.HazelcastFront).
 func TestDisconnectReportsLossMember(t *testing.T) {
 	server.NeedFaults(t)
-	d := openMember(t, testMapName())
-	l, err := d.TryAcquire(ctxFor(t), request(testKey(t), 10*time.Second))
+	front := testserver.NewHazelcastFront(t, server.Server)
+	u := memberURL(t, testMapName())
+	u.Host = front.Addr()
+	dd, err := open(ctxFor(t), u)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	d := dd.(*Driver)
+	t.Cleanup(func() { _ = d.Close() })
+	key := testKey(t)
+	l, err := d.TryAcquire(ctxFor(t), request(key, 10*time.Second))
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
@@ -176,13 +191,13 @@ func TestDisconnectReportsLossMember(t *testing.T) {
 	// (growing from 1 s while the member was down, up to 30 s).
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := server.Server.Stop(ctx); err != nil {
+	if err := front.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	started := false
 	t.Cleanup(func() {
 		if !started {
-			_ = server.Server.Start(context.Background())
+			_ = front.Start(context.Background())
 		}
 	})
 	select {
@@ -196,15 +211,36 @@ func TestDisconnectReportsLossMember(t *testing.T) {
 	if _, err := d.TryAcquire(ctxFor(t), request(testKey(t), 10*time.Second)); !errors.Is(err, errNotConnected) {
 		t.Errorf("TryAcquire while disconnected: %v, want errNotConnected", err)
 	}
-	// The driver is closed before the member comes back: a client that
-	// reconnects while the member restarts can hang in hazelcast-go-client
-	// v1.6.0 (see the package doc's Limitations), and reconnection is not
-	// what this test is about.
-	if err := d.Close(); err != nil {
-		t.Errorf("Close while disconnected: %v", err)
-	}
-	if err := server.Server.Start(ctx); err != nil {
+	if err := front.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	started = true
+	// The member lost its data: the same key is free, for the same Driver,
+	// once its client has reconnected.
+	back := time.Now()
+	l2, err := d.Acquire(ctx, request(key, 10*time.Second))
+	if err != nil {
+		t.Fatalf("Acquire after the member came back: %v", err)
+	}
+	t.Logf("reconnected and granted %v after the member answered again", time.Since(back).Round(time.Millisecond))
+	if err := context.Cause(l2.(driver.LossReporter).Lost()); err != nil {
+		t.Errorf("a lease granted after reconnecting is lost: %v", err)
+	}
+	if l2.Token() <= l.Token() {
+		t.Errorf("tokens %d then %d across a restart, want increasing", l.Token(), l2.Token())
+	}
+	if err := l2.Extend(ctxFor(t), 10*time.Second); err != nil {
+		t.Errorf("Extend after reconnecting: %v", err)
+	}
+	if err := l2.Release(ctxFor(t)); err != nil {
+		t.Errorf("Release after reconnecting: %v", err)
+	}
+	if l3, err := d.TryAcquire(ctxFor(t), request(key, 10*time.Second)); err != nil {
+		t.Errorf("TryAcquire after reconnecting: %v", err)
+	} else if err := l3.Release(ctxFor(t)); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
 }

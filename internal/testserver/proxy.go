@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,12 +28,18 @@ import (
 // through. Restore delivers what was held, in order, and lets everything
 // through again: requests the client gave up on reach the server late, as
 // they do when a partition heals.
+//
+// Refuse models the server's host with the server down instead: every
+// connection through the proxy is closed and new ones are refused, until
+// Reopen listens on the same address again.
 type Proxy struct {
 	proxy *toxiproxy.Proxy
+	addr  string // where it listens, fixed when it starts
 
-	mu     sync.Mutex
-	cut    bool
-	closed bool
+	mu      sync.Mutex
+	cut     bool
+	refused bool
+	closed  bool
 }
 
 // partitionMillis is how long the toxic that cuts a link holds each byte: longer
@@ -60,12 +68,37 @@ func NewProxy(tb testing.TB, upstream string) *Proxy {
 // StartProxy starts a proxy to upstream (host:port) on a free loopback port.
 // The caller closes it.
 func StartProxy(upstream string) (*Proxy, error) {
+	return startProxy("127.0.0.1:0", upstream)
+}
+
+// StartRefusableProxy is [StartProxy] for a proxy that will be refused and
+// reopened ([Proxy.Refuse], [Proxy.Reopen]): its port is below Linux's
+// ephemeral range (as a [Server]'s is), so that no outgoing connection
+// takes the address while nothing listens on it.
+func StartRefusableProxy(upstream string) (*Proxy, error) {
+	// The port is found by binding and releasing it, so another process
+	// can take it first; retry with a new one then.
+	var err error
+	for range 3 {
+		var port int
+		if port, err = freePort(); err != nil {
+			continue
+		}
+		var p *Proxy
+		if p, err = startProxy(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), upstream); err == nil {
+			return p, nil
+		}
+	}
+	return nil, err
+}
+
+func startProxy(listen, upstream string) (*Proxy, error) {
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	tp := toxiproxy.NewProxy(server, "link-"+upstream, "127.0.0.1:0", upstream)
+	tp := toxiproxy.NewProxy(server, "link-"+upstream, listen, upstream)
 	if err := tp.Start(); err != nil {
 		return nil, fmt.Errorf("testserver: proxy to %s: %w", upstream, err)
 	}
-	return &Proxy{proxy: tp}, nil
+	return &Proxy{proxy: tp, addr: tp.Listen}, nil
 }
 
 // ProxyURL starts a proxy to the one server rawURL names (its host:port) and
@@ -89,7 +122,7 @@ func ProxyURL(rawURL string) (string, *Proxy, error) {
 
 // Addr is the address (host:port) clients dial to reach the server through
 // the proxy.
-func (p *Proxy) Addr() string { return p.proxy.Listen }
+func (p *Proxy) Addr() string { return p.addr }
 
 // Cut silences the link in both directions, as described at [Proxy]. Cutting
 // a cut link does nothing.
@@ -131,6 +164,52 @@ func (p *Proxy) restoreLocked() {
 	}
 	p.proxy.Toxics.ResetToxics(context.Background())
 	p.cut = false
+}
+
+// Refuse closes every connection through the proxy and stops listening:
+// from then on, until [Proxy.Reopen], a dial of Addr is refused, as it is
+// by the host of a server that is down (a cut, by contrast, keeps
+// connections open and silent). A cut stays in place, and holds the
+// connections made after Reopen. Refusing a refused proxy does nothing.
+// Make a proxy that will be refused with [StartRefusableProxy].
+func (p *Proxy) Refuse() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errors.New("testserver: Refuse of a closed proxy")
+	}
+	if p.refused {
+		return nil
+	}
+	p.proxy.Stop()
+	p.refused = true
+	return nil
+}
+
+// Reopen listens on Addr again after [Proxy.Refuse]; reopening a proxy that
+// was not refused does nothing. The proxy's goroutines (its listener's,
+// and those of the connections it accepts) do not carry the caller's
+// profiler labels: they belong to the proxy, which outlives a caller such
+// as a conformance case, whose leak check goes by label.
+func (p *Proxy) Reopen() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errors.New("testserver: Reopen of a closed proxy")
+	}
+	if !p.refused {
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		pprof.SetGoroutineLabels(context.Background())
+		done <- p.proxy.Start()
+	}()
+	if err := <-done; err != nil {
+		return fmt.Errorf("testserver: reopen the proxy on %s: %w", p.addr, err)
+	}
+	p.refused = false
+	return nil
 }
 
 // Close restores the link, then closes the proxy and every connection

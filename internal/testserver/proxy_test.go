@@ -2,7 +2,15 @@ package testserver
 
 import (
 	"bufio"
+	"bytes"
+	"context"
+	"errors"
 	"net"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -94,5 +102,86 @@ func TestProxyCutHoldsAndRestoreDelivers(t *testing.T) {
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestProxyRefuseAndReopen checks what the Hazelcast tests' restarts rely
+// on: Refuse closes the connections through the proxy and refuses new ones
+// (nothing is accepted and then closed), and Reopen serves the same address
+// again, from goroutines that do not carry the caller's profiler labels.
+func TestProxyRefuseAndReopen(t *testing.T) {
+	p, err := StartRefusableProxy(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	addr := p.Addr()
+	_, port, _ := net.SplitHostPort(addr)
+	if n, err := strconv.Atoi(port); err != nil || n >= 32768 {
+		t.Errorf("a refusable proxy listens on %s, in the ephemeral range (32768-60999)", addr)
+	}
+	echo := func(c net.Conn, line string) (string, error) {
+		if _, err := c.Write([]byte(line + "\n")); err != nil {
+			return "", err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		return bufio.NewReader(c).ReadString('\n')
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := echo(c, "before"); err != nil || got != "before\n" {
+		t.Fatalf("before Refuse: got %q, %v", got, err)
+	}
+
+	if err := p.Refuse(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a connection through a refused proxy: read %d, %v; want it closed", n, err)
+	}
+	if c2, err := net.DialTimeout("tcp", addr, 5*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		if err == nil {
+			c2.Close()
+		}
+		t.Fatalf("dial of a refused proxy: %v, want connection refused", err)
+	}
+	if err := p.Refuse(); err != nil {
+		t.Fatalf("a second Refuse: %v", err)
+	}
+
+	pprof.Do(t.Context(), pprof.Labels("proxy-test", "reopen"), func(context.Context) {
+		err = p.Reopen()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Addr() != addr {
+		t.Fatalf("reopened on %s, was %s", p.Addr(), addr)
+	}
+	c3, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial after Reopen: %v", err)
+	}
+	defer c3.Close()
+	if got, err := echo(c3, "after"); err != nil || got != "after\n" {
+		t.Fatalf("after Reopen: got %q, %v", got, err)
+	}
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+	if strings.Contains(buf.String(), `"proxy-test":"reopen"`) {
+		t.Errorf("goroutines of the reopened proxy carry the caller's labels:\n%s", buf.String())
+	}
+	if err := p.Reopen(); err != nil {
+		t.Fatalf("a second Reopen: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Reopen(); err == nil {
+		t.Error("Reopen of a closed proxy: no error")
 	}
 }
