@@ -97,6 +97,13 @@ type rlGroup struct {
 
 func (g *rlGroup) open(t *testing.T, query string) *RedLock {
 	t.Helper()
+	if query == "" {
+		// The default per-master timeout (a tenth of the TTL, at most
+		// 100 ms) is for servers on a network; five masters sharing a
+		// loaded 2-core machine with the tests stall past it (a batch
+		// extension once timed out on 3 of 5 masters).
+		query = "?node_timeout=500ms"
+	}
 	d, err := openRedLock(ctxFor(t), mustURL(t, g.group.RedLockURL()+query))
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +211,10 @@ func (g *rlGroup) testConformance(t *testing.T) {
 // One master paused and one stopped: the three others still grant, extend
 // and release, and the lease's deadline counts from the call's start.
 func (g *rlGroup) testMinorityDown(t *testing.T) {
-	r := g.open(t, "")
+	// Each call waits this long for the paused master: short enough to
+	// leave more than a second of a 2 s TTL, long enough for the live
+	// masters on a loaded machine.
+	r := g.open(t, "?node_timeout=300ms")
 	g.down(t, true, 1)
 	g.down(t, false, 3)
 	c, err := dlock.New(r, dlock.WithTTL(2*time.Second))
@@ -414,7 +424,7 @@ func (g *rlGroup) testBatchAndInspect(t *testing.T) {
 	for range 3 {
 		key := testKey(t)
 		keys = append(keys, key)
-		leases = append(leases, mustAcquireRL(t, r, reqOf(key, time.Second, driver.Exclusive, "")))
+		leases = append(leases, mustAcquireRL(t, r, reqOf(key, 10*time.Second, driver.Exclusive, "")))
 		ttls = append(ttls, 20*time.Second)
 	}
 	// Tamper with lease 1 on a majority: it cannot be extended any more.
