@@ -46,8 +46,8 @@ import (
 //
 // Not covered (a gap of hazelcast-go-client v1.6.0 the driver cannot reach):
 // the client's reconnection authenticates with context.Background(). When
-// the connection of that attempt closes at once (a member restarting; in the
-// tests, Docker's port proxy accepting before the member listens), the
+// the connection of that attempt closes at once (a load balancer or port
+// proxy accepting before the member listens: see Limitations), the
 // authentication can be left waiting forever, and the client never
 // reconnects: Acquire then waits until its context ends. Only a new client
 // gets out of that state.
