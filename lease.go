@@ -29,12 +29,12 @@ type lease struct {
 	started  bool        // start armed it; telemetry counts it as held; under mu
 	ended    atomic.Bool // set before the renewer is told to forget the lease
 
-	mu        sync.Mutex
-	deadline  time.Time
-	err       error                  // nil while held; why it ended otherwise
-	lastErr   error                  // the latest failed renewal, reported if the deadline passes
-	expiry    deadline.Entry[*lease] // in the renewer's expiry queue, at deadline
-	loss      *lossRoute             // where the driver's loss report goes, when the hold may be handed over
+	mu       sync.Mutex
+	deadline time.Time
+	err      error                  // nil while held; why it ended otherwise
+	lastErr  error                  // the latest failed renewal, reported if the deadline passes
+	expiry   deadline.Entry[*lease] // in the renewer's expiry queue, at deadline
+	loss     *lossRoute             // where the driver's loss report goes, when the hold may be handed over
 
 	// Owned by the Client's renewer, under its lock.
 	renewAt   time.Time
