@@ -15,14 +15,11 @@ import (
 type Client struct {
 	drv      driver.Driver
 	defaults config
-	features driver.Features
-	notifier driver.Notifier
-	blocker  driver.Blocker
-	// transferer hands locks to waiters of this Client directly, and
-	// tokenBlock (when above 1) lets the core do so without asking the
-	// backend (handoff.go).
-	transferer driver.Transferer
-	tokenBlock uint64
+	// caps is what the driver declared, read once by New. Its Transferer
+	// hands locks to waiters of this Client directly, and its TokenBlock
+	// (when above 1) lets the core do so without asking the backend
+	// (handoff.go).
+	caps driver.Capabilities
 
 	// closing is cancelled by Close; every wait watches it.
 	closing     context.Context
@@ -58,16 +55,9 @@ func New(d driver.Driver, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{drv: d, defaults: defaults, leases: map[*lease]struct{}{}, queues: map[string][]*waitQueue{}, idle: map[queueID]idleSub{}}
-	if f, ok := d.(driver.Featurer); ok {
-		c.features = f.Features()
-	}
-	c.notifier, _ = d.(driver.Notifier)
-	c.blocker, _ = d.(driver.Blocker)
-	if c.blocker == nil { // a head waiting inside the backend cannot take a handover
-		c.transferer, _ = d.(driver.Transferer)
-		if tb, ok := d.(driver.TokenBlocker); ok && tb.TokenBlock() > 1 {
-			c.tokenBlock = tb.TokenBlock()
-		}
+	c.caps = d.Capabilities()
+	if err := c.caps.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	c.renewer.c = c
 	c.tel = newTelemetry(defaults)
@@ -89,7 +79,7 @@ func (c *Client) Mutex(key string, opts ...Option) (Mutex, error) {
 // lock as Mutex(key) takes. It needs a driver with read-write locks; others
 // return an error wrapping errors.ErrUnsupported.
 func (c *Client) RWMutex(key string, opts ...Option) (RWMutex, error) {
-	if !c.features.Shared {
+	if !c.caps.Shared {
 		return nil, fmt.Errorf("dlock: read-write locks: %w by this driver", errors.ErrUnsupported)
 	}
 	return c.newMutex(key, opts)
@@ -108,15 +98,15 @@ func (c *Client) newMutex(key string, opts []Option) (*mutex, error) {
 	if cfg.clientLevel {
 		return nil, fmt.Errorf("%w: WithLogger, WithMeterProvider and WithTracerProvider configure a Client, not a Mutex", ErrInvalidOption)
 	}
-	if err := validate(c.drv, key, cfg.ttl); err != nil {
+	if err := validate(c.caps, key, cfg.ttl); err != nil {
 		return nil, err
 	}
-	if cfg.owner != "" && !c.features.Reentrant {
+	if cfg.owner != "" && !c.caps.Reentrant {
 		return nil, fmt.Errorf("dlock: reentrant locks (WithOwner): %w by this driver", errors.ErrUnsupported)
 	}
 	if !cfg.pollCustom {
 		cfg.pollMin, cfg.pollMax = defaultPollMin, defaultPollMax
-		if c.notifier != nil {
+		if c.caps.Notifier != nil {
 			cfg.pollMin, cfg.pollMax = defaultNotifiedPollMin, defaultNotifiedPollMax
 		}
 	}

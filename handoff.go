@@ -115,7 +115,7 @@ func (r *lossRoute) to(l *lease) {
 // handed over: exclusive, non-reentrant holds of a driver that can transfer
 // or reserves blocks of tokens.
 func (m *mutex) transferable(mode driver.Mode) bool {
-	return (m.c.transferer != nil || m.c.tokenBlock > 1) && mode == driver.Exclusive && m.cfg.owner == ""
+	return (m.c.caps.Transferer != nil || m.c.caps.TokenBlock > 1) && mode == driver.Exclusive && m.cfg.owner == ""
 }
 
 // offerLocked makes a new offer for w, the head of q, when its lock can be
@@ -211,7 +211,7 @@ func (c *Client) claim(key string) (cand *candidate, yield bool) {
 		}
 		if q.transfers >= maxTransfers {
 			q.transfers = 0
-			return nil, c.notifier != nil // without notifications, yielding would stall the head
+			return nil, c.caps.Notifier != nil // without notifications, yielding would stall the head
 		}
 		q.transfers++
 		cand, q.cand = q.cand, nil
@@ -243,7 +243,7 @@ func (c *Client) giveBack(ctx context.Context, req driver.Request, h handoff) {
 	defer cancel()
 	dl := h.dl
 	if dl == nil && h.retryID != "" {
-		dl, _ = c.drv.TryAcquire(cleanup, req)
+		dl, _ = c.drv.Acquire(cleanup, req)
 	}
 	if dl != nil {
 		_ = dl.Release(cleanup)
@@ -275,14 +275,14 @@ func (l *lease) transfer(ctx context.Context, held bool) (done bool, yield bool,
 			return true, false, nil
 		}
 	}
-	if c.transferer == nil {
+	if c.caps.Transferer == nil {
 		// The backend cannot transfer: the caller releases, and its
 		// release wakes the candidate, which acquires by itself.
 		c.deliver(ctx, cand, handoff{})
 		return false, false, nil
 	}
 	started := time.Now()
-	dl, err := c.transferer.Transfer(ctx, l.d, cand.req)
+	dl, err := c.caps.Transferer.Transfer(ctx, l.d, cand.req)
 	switch {
 	case err == nil:
 		c.deliver(ctx, cand, handoff{dl: dl, started: started})
@@ -323,7 +323,7 @@ func (l *lease) transfer(ctx context.Context, held bool) (done bool, yield bool,
 // l has finished (Unlock), so its deadline and renewal are no longer
 // changed by anyone.
 func (l *lease) handOver(cand *candidate) (handoff, bool) {
-	if uint64(l.offset)+1 >= l.m.c.tokenBlock || cand.req.TTL != l.m.cfg.ttl || cand.renew != l.m.cfg.renew {
+	if uint64(l.offset)+1 >= l.m.c.caps.TokenBlock || cand.req.TTL != l.m.cfg.ttl || cand.renew != l.m.cfg.renew {
 		return handoff{}, false
 	}
 	l.mu.Lock()

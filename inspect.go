@@ -25,8 +25,8 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 	if err := checkKey(key); err != nil {
 		return Info{}, err
 	}
-	in, ok := c.drv.(driver.Inspector)
-	if !ok {
+	in := c.caps.Inspector
+	if in == nil {
 		return Info{}, fmt.Errorf("dlock: inspect: %w by this driver", errors.ErrUnsupported)
 	}
 	info, err := in.Inspect(ctx, key)

@@ -29,13 +29,12 @@ type lease struct {
 	started  bool        // start armed it; telemetry counts it as held; under mu
 	ended    atomic.Bool // set before the renewer is told to forget the lease
 
-	mu        sync.Mutex
-	deadline  time.Time
-	err       error                  // nil while held; why it ended otherwise
-	lastErr   error                  // the latest failed renewal, reported if the deadline passes
-	expiry    deadline.Entry[*lease] // in the renewer's expiry queue, at deadline
-	stopWatch func() bool            // stops watching a LossReporter
-	loss      *lossRoute             // where a LossNotifier's report goes, when the hold may be handed over
+	mu       sync.Mutex
+	deadline time.Time
+	err      error                  // nil while held; why it ended otherwise
+	lastErr  error                  // the latest failed renewal, reported if the deadline passes
+	expiry   deadline.Entry[*lease] // in the renewer's expiry queue, at deadline
+	loss     *lossRoute             // where the driver's loss report goes, when the hold may be handed over
 
 	// Owned by the Client's renewer, under its lock.
 	renewAt   time.Time
@@ -83,23 +82,17 @@ func (l *lease) start() {
 		}
 		l.m.c.renewer.schedule(l, at)
 	}
-	switch d := l.d.(type) {
-	case driver.LossNotifier:
-		switch {
-		case l.loss != nil: // handed over: the driver reports to the route
-			l.loss.to(l)
-		case l.m.transferable(l.mode) && l.m.c.tokenBlock > 1:
-			l.loss = &lossRoute{l: l}
-			d.OnLoss(l.loss.lost)
-		default:
-			// The driver may call back under its own locks, which its
-			// Lease methods take, and l.mu is held around some of those
-			// calls: losing the lease is left to a goroutine of its own.
-			d.OnLoss(func(reason error) { go l.lose(reason, "backend") })
-		}
-	case driver.LossReporter:
-		lost := d.Lost()
-		l.stopWatch = context.AfterFunc(lost, func() { l.lose(context.Cause(lost), "backend") })
+	switch {
+	case l.loss != nil: // handed over: the driver reports to the route
+		l.loss.to(l)
+	case l.m.transferable(l.mode) && l.m.c.caps.TokenBlock > 1:
+		l.loss = &lossRoute{l: l}
+		l.d.OnLoss(l.loss.lost)
+	default:
+		// The driver may call back under its own locks, which its
+		// Lease methods take, and l.mu is held around some of those
+		// calls: losing the lease is left to a goroutine of its own.
+		l.d.OnLoss(func(reason error) { go l.lose(reason, "backend") })
 	}
 }
 
@@ -149,10 +142,7 @@ func (l *lease) Uncertain() error {
 	if lastErr != nil {
 		return fmt.Errorf("last renewal failed: %w", lastErr)
 	}
-	if ur, ok := l.d.(driver.UncertaintyReporter); ok {
-		return ur.Uncertain()
-	}
-	return nil
+	return l.d.Uncertain()
 }
 
 func (l *lease) Err() error {
@@ -175,9 +165,6 @@ func (l *lease) finish(err error, lossReason string) bool {
 	l.ended.Store(true)
 	l.m.c.renewer.remove(l)
 	l.m.c.renewer.expiries().Remove(&l.expiry)
-	if l.stopWatch != nil {
-		l.stopWatch()
-	}
 	if l.done != nil {
 		close(l.done)
 	}

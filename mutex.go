@@ -86,7 +86,7 @@ func (m *mutex) acquireTraced(ctx context.Context, mode driver.Mode, wait bool) 
 // attempt finds the lock held.
 func (m *mutex) attempts(ctx context.Context, mode driver.Mode, wait bool) (*lease, error) {
 	if !wait {
-		return m.attempt(ctx, mode, m.c.drv.TryAcquire)
+		return m.attempt(ctx, mode, m.c.drv.Acquire)
 	}
 	var req *driver.Request
 	if m.transferable(mode) {
@@ -134,9 +134,9 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 		}
 		return err
 	}
-	if m.c.blocker != nil {
+	if m.c.caps.Blocking {
 		for {
-			l, err := m.attempt(ctx, mode, m.c.blocker.Acquire)
+			l, err := m.attempt(ctx, mode, m.block)
 			switch {
 			case err == nil:
 				return l, nil
@@ -159,7 +159,7 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 	// subscribes.
 	tried := false
 	if !q.held {
-		l, err := m.attempt(ctx, mode, m.c.drv.TryAcquire)
+		l, err := m.attempt(ctx, mode, m.c.drv.Acquire)
 		switch {
 		case err == nil:
 			return l, nil
@@ -192,7 +192,7 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 			// queue in the backend (driver.Request.Wait): the
 			// subscription's Close is how the driver learns that the
 			// waiter gave up.
-			tryFn := m.c.drv.TryAcquire
+			tryFn := m.c.drv.Acquire
 			if wakeups != nil {
 				tryFn = m.tryWaiting
 			}
@@ -332,11 +332,17 @@ func (m *mutex) attemptAs(ctx context.Context, mode driver.Mode, acquireFn func(
 	return m.granted(ctx, dl, started, mode)
 }
 
-// tryWaiting is TryAcquire for a Lock that waits: the driver may queue the
+// tryWaiting is one try for a Lock that waits: the driver may queue the
 // request (driver.Request.Wait).
 func (m *mutex) tryWaiting(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	req.Wait = true
-	return m.c.drv.TryAcquire(ctx, req)
+	return m.c.drv.Acquire(ctx, req)
+}
+
+// block waits in the backend's own queue (driver.Capabilities.Blocking).
+func (m *mutex) block(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	req.Block = true
+	return m.c.drv.Acquire(ctx, req)
 }
 
 // request is the driver's request for one acquisition by m.

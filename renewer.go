@@ -165,7 +165,7 @@ func attemptDeadline(l *lease, start time.Time) time.Time {
 func (r *renewer) extend(ctx context.Context, batch []*lease) ([]error, []time.Time) {
 	errs := make([]error, len(batch))
 	started := make([]time.Time, len(batch))
-	if be, ok := r.c.drv.(driver.BatchExtender); ok {
+	if be := r.c.caps.BatchExtender; be != nil {
 		start := time.Now()
 		limit := attemptDeadline(batch[0], start)
 		leases := make([]driver.Lease, len(batch))

@@ -7,7 +7,7 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// The core's limits; a driver's Validator may narrow them.
+// The core's limits; a driver's Capabilities may narrow them.
 const (
 	maxKeyLen = 1024
 	minTTL    = 10 * time.Millisecond
@@ -31,23 +31,30 @@ func checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-// validate checks a key and TTL against the core's rules, then the driver's.
-func validate(d driver.Driver, key string, ttl time.Duration) error {
+// validate checks a key and TTL against the core's rules, then the ones
+// the driver declared.
+func validate(caps driver.Capabilities, key string, ttl time.Duration) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
-	v, ok := d.(driver.Validator)
-	if !ok {
-		return nil
+	if caps.CheckKey != nil {
+		if err := caps.CheckKey(key); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidKey, err)
+		}
 	}
-	if err := v.ValidateKey(key); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
-	}
-	if err := v.ValidateTTL(ttl); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidTTL, err)
+	if (caps.MinTTL > 0 && ttl < caps.MinTTL) || (caps.MaxTTL > 0 && ttl > caps.MaxTTL) {
+		lo, hi := max(caps.MinTTL, minTTL), maxTTL
+		if caps.MaxTTL > 0 {
+			hi = caps.MaxTTL
+		}
+		err := fmt.Errorf("%w: %v is outside this driver's %v to %v", ErrInvalidTTL, ttl, lo, hi)
+		if caps.TTLReason != "" {
+			err = fmt.Errorf("%w: %s", err, caps.TTLReason)
+		}
+		return err
 	}
 	return nil
 }

@@ -145,7 +145,7 @@ func (c *Client) dropIdle(l *lease) {
 // use. Only the head calls it. Without a Notifier, or when subscribing fails,
 // it returns nil and the head polls.
 func (c *Client) subscription(ctx context.Context, q *waitQueue) (<-chan struct{}, error) {
-	if c.notifier == nil {
+	if c.caps.Notifier == nil {
 		return nil, nil
 	}
 	c.qmu.Lock()
@@ -153,7 +153,7 @@ func (c *Client) subscription(ctx context.Context, q *waitQueue) (<-chan struct{
 	c.qmu.Unlock()
 	if sub == nil {
 		var err error
-		if sub, err = c.notifier.Subscribe(ctx, q.key); err != nil {
+		if sub, err = c.caps.Notifier.Subscribe(ctx, q.key); err != nil {
 			return nil, err
 		}
 		c.qmu.Lock()

@@ -70,20 +70,20 @@ func restore(t *T, link Link) {
 	}
 }
 
-// pollTryAcquire waits until d acquires key, failing the case at until.
+// pollAcquire waits until d acquires key, failing the case at until.
 // An error other than ErrLocked is tried again too: d is a client in touch
 // with the backend, but on a loaded machine its connection can drop and come
 // back (a ZooKeeper client whose pings were starved), and a failed attempt
 // leaves nothing behind; what the case checks is the grant by until.
-func (e *env) pollTryAcquire(t *T, d driver.Driver, key string, until time.Time, what string) driver.Lease {
+func (e *env) pollAcquire(t *T, d driver.Driver, key string, until time.Time, what string) driver.Lease {
 	var l driver.Lease
 	var lastErr error
 	waitFor(t, time.Until(until), what, func() bool {
 		var err error
-		l, err = d.TryAcquire(t.Context(), e.request(key, e.ttl))
+		l, err = d.Acquire(t.Context(), e.request(key, e.ttl))
 		if err != nil && !errors.Is(err, driver.ErrLocked) {
 			if lastErr == nil || lastErr.Error() != err.Error() {
-				t.Logf("TryAcquire while polling for %s: %v (trying again)", what, err)
+				t.Logf("Acquire while polling for %s: %v (trying again)", what, err)
 			}
 			lastErr = err
 		}
@@ -156,12 +156,12 @@ func testPartitionedHolder(t *T, e *env) {
 	key = e.key("partitioned-driver")
 	da, dlink := e.linkedDriver(t)
 	db, dc := e.driver(t), e.driver(t)
-	stale, err := da.TryAcquire(t.Context(), e.request(key, e.ttl))
+	stale, err := da.Acquire(t.Context(), e.request(key, e.ttl))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
 	cutAt = cut(t, dlink)
-	fresh := e.pollTryAcquire(t, db, key, cutAt.Add(e.ttl+e.slack), "another client's grant while the holder is cut off")
+	fresh := e.pollAcquire(t, db, key, cutAt.Add(e.ttl+e.slack), "another client's grant while the holder is cut off")
 	restore(t, dlink)
 	actx, acancel = e.afterRestore(t)
 	defer acancel()

@@ -2,38 +2,136 @@ package driver
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
-// The optional interfaces below are the only way a driver declares what its
-// backend can do beyond Driver and Lease. The core type-asserts them; users
-// never do. Each documents what the core does when a driver lacks it.
+// Capabilities is everything a driver declares about its backend, in one
+// value: [Driver.Capabilities] returns it, the core reads it once when a
+// Client is made, and a wrapper passes it on (replacing the optional
+// behaviours with its own wrappers of them). The zero value is a driver of
+// plain exclusive locks that waits by polling, with the core's key and TTL
+// rules. Each field says what the core does without it.
+type Capabilities struct {
+	// Shared: the driver takes Requests with Mode Shared (read locks), and
+	// its Exclusive locks exclude Shared holders of the same key.
+	//
+	// Without it, RWMutex fails with an error wrapping
+	// errors.ErrUnsupported. There is no emulation: a read lock the backend
+	// does not understand would not exclude other clients.
+	Shared bool
 
-// Blocker is implemented by drivers whose backend queues waiters itself
-// (ZooKeeper's sequence nodes, PostgreSQL's lock queue, Hazelcast's member-side
-// queue). Acquire waits server-side until the lock is granted or ctx ends.
-//
-// When ctx ends, Acquire returns ctx's error and leaves nothing behind: its
-// queue entry is removed, and a grant that raced with the cancellation is
-// released before Acquire returns. Otherwise it behaves as TryAcquire.
-//
-// Fallback: without Blocker, the core waits by calling TryAcquire again each
-// time a Notifier wakes it, and at jittered, growing intervals regardless.
-type Blocker interface {
-	Acquire(ctx context.Context, req Request) (Lease, error)
+	// Reentrant: the driver takes Requests with a non-empty Owner (see
+	// Request.Owner).
+	//
+	// Without it, a Mutex with WithReentrant fails with an error wrapping
+	// errors.ErrUnsupported.
+	Reentrant bool
+
+	// Blocking: the backend queues waiters itself (ZooKeeper's sequence
+	// nodes, PostgreSQL's lock queue, Hazelcast's member-side queue), and
+	// Acquire with Request.Block waits there until the lock is granted or
+	// ctx ends (see Driver.Acquire and requirement 4 on Validity).
+	//
+	// A Blocking driver gets no handoff inside a Client: its waiters sit in
+	// the backend's queue, where the core cannot hand them a lock, so it
+	// must leave Transferer nil and TokenBlock below 2 ([Capabilities.Check]
+	// and dlock.New refuse the value otherwise).
+	//
+	// Without it, the core waits by calling Acquire again each time a
+	// Notifier wakes it, and at jittered, growing intervals regardless.
+	Blocking bool
+
+	// TokenBlock, when 2 or more, says that every new grant reserves a
+	// block of fencing tokens: a grant with token T (from Acquire or
+	// Transfer; not a reentrant entry, which shares its hold's token)
+	// reserves T and the TokenBlock-1 tokens after it, which the backend
+	// issues to nobody else, so that every later grant's token is at least
+	// T+TokenBlock. The core then hands an exclusive lock to another
+	// goroutine of the same Client without asking the backend at all: the
+	// backend's hold stays as it is, and the next goroutine gets a lease of
+	// its own with the next token of the block. Once the block is used up,
+	// the core transfers (Transferer) or releases, as without it.
+	//
+	// Without it (0 or 1), every handoff costs at least one request: a
+	// Transfer, or a release and an acquisition.
+	TokenBlock uint64
+
+	// MinTTL and MaxTTL narrow the TTLs the core accepts (10 ms to 30
+	// days) to what the backend can honour; zero leaves that end as the
+	// core has it. A TTL outside them fails with dlock.ErrInvalidTTL
+	// before any request. Say in TTLReason why, for the error message.
+	MinTTL, MaxTTL time.Duration
+	// TTLReason explains MinTTL and MaxTTL to a user whose TTL they refuse
+	// ("members end leases in whole seconds, up to a second early").
+	TTLReason string
+
+	// CheckKey, when not nil, refuses keys the backend cannot take beyond
+	// the core's own rule (a non-empty key of at most 1024 bytes): it
+	// returns nil or a plain error saying what is wrong, which the core
+	// wraps into dlock.ErrInvalidKey.
+	CheckKey func(key string) error
+
+	// Notifier, when not nil, wakes waiters when a lock may have become
+	// free (Redis pub/sub, watches).
+	//
+	// Without it, the core polls with jittered exponential backoff, never
+	// sleeping past the holder's expiry when the driver reported it through
+	// a LockedError.
+	Notifier Notifier
+
+	// BatchExtender, when not nil, extends many leases in one round trip.
+	//
+	// Without it, the core calls Lease.Extend for each lease, a few at a
+	// time.
+	BatchExtender BatchExtender
+
+	// Transferer, when not nil, hands an exclusive lock from its holder to
+	// another request of the same Client in one atomic round trip.
+	//
+	// Without it, the core releases the lock and the next waiter acquires
+	// it, two round trips apart.
+	Transferer Transferer
+
+	// Inspector, when not nil, describes a lock without taking it, for
+	// operators (dlock inspect).
+	//
+	// Without it, Client.Inspect returns an error wrapping
+	// errors.ErrUnsupported.
+	Inspector Inspector
 }
 
-// Notifier is implemented by drivers whose backend can tell waiters that a lock
-// may have become free (Redis pub/sub, watches). The core subscribes before its
-// first TryAcquire, so that no release between a failed try and the wait goes
-// unnoticed, and retries at once on every wake-up.
+// Check reports whether the capabilities are consistent: a TTL range that
+// is not empty, and no handoff inside a Client for a Blocking driver. The
+// core calls it when a Client is made.
+func (c Capabilities) Check() error {
+	var errs []error
+	if c.MinTTL < 0 || c.MaxTTL < 0 {
+		errs = append(errs, fmt.Errorf("negative TTL limit (MinTTL %v, MaxTTL %v)", c.MinTTL, c.MaxTTL))
+	}
+	if c.MaxTTL > 0 && c.MinTTL > c.MaxTTL {
+		errs = append(errs, fmt.Errorf("MinTTL %v is above MaxTTL %v", c.MinTTL, c.MaxTTL))
+	}
+	if c.Blocking && c.Transferer != nil {
+		errs = append(errs, errors.New("a Blocking driver cannot declare a Transferer: its waiters are in the backend's queue, where no lock can be handed to them"))
+	}
+	if c.Blocking && c.TokenBlock > 1 {
+		errs = append(errs, errors.New("a Blocking driver cannot declare a TokenBlock: its waiters are in the backend's queue, where no lock can be handed to them"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("driver capabilities: %w", err)
+	}
+	return nil
+}
+
+// Notifier wakes waiters when a lock may have become free. The core
+// subscribes before its first Acquire, so that no release between a failed
+// try and the wait goes unnoticed, and retries at once on every wake-up.
 //
-// Notifications are hints: a lost one may cost latency, never correctness,
-// because the core keeps polling with backoff beside them.
-//
-// Fallback: without Notifier, the core polls with jittered exponential backoff,
-// never sleeping past the holder's expiry when the driver reported it through a
-// LockedError.
+// Notifications are hints: a lost, late or duplicated one may cost latency,
+// never correctness, because the core keeps polling with backoff beside
+// them, and a wake-up is never taken as a grant.
 type Notifier interface {
 	// Subscribe starts listening for releases of key. The subscription's
 	// channel receives a value (non-blocking, coalesced) after each release.
@@ -49,110 +147,45 @@ type Subscription interface {
 	Close() error
 }
 
-// Features lists the request kinds a driver accepts beyond plain exclusive
-// locks.
-type Features struct {
-	// Shared: the driver takes Requests with Mode Shared (read locks), and its
-	// Exclusive locks exclude Shared holders of the same key.
-	Shared bool
-	// Reentrant: the driver takes Requests with a non-empty Owner.
-	Reentrant bool
-}
-
-// Featurer is implemented by drivers that support more than exclusive,
-// non-reentrant locks.
+// BatchExtender extends many leases in one round trip (a pipeline, a
+// multi-key script). The core's renewal gathers the leases of a Client that
+// are due in the same window and hands them over together.
 //
-// Fallback: without it, or for a feature it reports false, the core refuses
-// the request with an error wrapping errors.ErrUnsupported and never sends it
-// to the driver. There is no emulation: a read lock or a reentrant lock that
-// the backend does not understand would not exclude other clients.
-type Featurer interface {
-	Features() Features
-}
-
-// Validator is implemented by drivers whose backend limits keys or TTLs beyond
-// the core's own rules (a non-empty key of at most 1024 bytes; a TTL from
-// 10 ms to 30 days). Each method returns nil or a plain error saying what is
-// wrong; the core wraps it into its ErrInvalidKey or ErrInvalidTTL.
-//
-// Fallback: without it, the core's rules alone apply.
-type Validator interface {
-	ValidateKey(key string) error
-	ValidateTTL(ttl time.Duration) error
-}
-
-// LossNotifier is implemented by leases whose backend reports a loss on its
-// own (a session expiring, a connection closing, the lock removed behind the
-// holder's back), earlier than the next Extend would find it. It is the
-// cheaper of the two ways to report one (see LossReporter): a held lock then
-// costs the driver a field, and whatever registry of leases it keeps per
-// session or connection, rather than a context per lease.
-//
-// The core calls OnLoss once, right after the grant and before any Extend or
-// Release (or not at all, when Close ends the lease first). The lease then
-// calls f at most once, when it learns that the lock is lost, with the
-// reason (a non-nil error): at once, from OnLoss, when it already knows. It may call f from
-// any goroutine and while holding its own locks: f returns at once and calls
-// nothing of the driver's. Once Release has returned it never calls f (the
-// core has let the lease go), and forgets it. The conformance suite's
-// LossReports case checks this much on the driver directly.
-//
-// Fallback: a lease without it may implement LossReporter; without either,
-// the core learns of a loss from the next Extend, or from the validity
-// deadline passing unconfirmed, whichever comes first.
-type LossNotifier interface {
-	OnLoss(f func(reason error))
-}
-
-// LossReporter is the context-shaped form of LossNotifier, for leases whose
-// backend client already hands out a context per lock. Lost returns a
-// context that is cancelled when the lease is lost, with the reason as its
-// cause (context.Cause). The core watches it with context.AfterFunc, so it
-// costs no goroutine, but a watched context per held lock costs some
-// hundreds of bytes of heap: a driver that can implements LossNotifier
-// instead. The core uses LossNotifier when a lease implements both.
-//
-// Fallback: without it (or LossNotifier), the core learns of a loss from the
-// next Extend, or from the validity deadline passing unconfirmed, whichever
-// comes first.
-type LossReporter interface {
-	Lost() context.Context
-}
-
-// UncertaintyReporter is implemented by leases whose backend can tell that
-// the lock's state is momentarily unknown (a ZooKeeper client disconnected
-// while its session may still live) before any renewal fails. Uncertain
-// returns nil while the backend is in touch, and the reason otherwise. The
-// core reports it through Lease.Uncertain; the lease is still lost at its
-// validity deadline unless a renewal confirms it first.
-//
-// Fallback: without it, the core reports a lease as uncertain from a failed
-// renewal until the next successful one.
-type UncertaintyReporter interface {
-	Uncertain() error
-}
-
-// BatchExtender is implemented by drivers that can extend many leases in one
-// round trip (a pipeline, a multi-key script). The core's renewal gathers the
-// leases of a client that are due in the same window and hands them over
-// together. ExtendBatch extends leases[i] by ttls[i], each exactly as
-// Lease.Extend would (owner-checked, atomic), and returns one error per lease,
-// in order: nil, ErrNotHeld, or why that lease's extension failed. A failure
-// must be reported for exactly the leases it concerns. The leases are this
+// ExtendBatch extends leases[i] by ttls[i], each exactly as Lease.Extend
+// would (owner-checked, atomic), and returns one error per lease, in order:
+// nil, ErrNotHeld, or why that lease's extension failed. A failure must be
+// reported for exactly the leases it concerns. The leases are this
 // driver's own; the driver splits very large batches as its backend needs.
-//
-// Fallback: without it, the core calls Lease.Extend for each lease, a few at
-// a time.
 type BatchExtender interface {
 	ExtendBatch(ctx context.Context, leases []Lease, ttls []time.Duration) []error
 }
 
-// Inspector is implemented by drivers that can describe a lock without
-// taking it, for operators (dlock inspect). It is read-only, and as exact as
-// the backend can tell.
+// Transferer hands an exclusive lock straight from its holder to another
+// request in one round trip: the release of from and the grant to to happen
+// in one atomic step, so the lock is never free in between and the handover
+// costs no second request. The core uses it when a lease is unlocked while
+// another goroutine of the same Client waits for the key (never more than a
+// few times in a row, so that other clients' waiters get their turn).
 //
-// Fallback: without it, Client.Inspect returns an error wrapping
-// errors.ErrUnsupported.
+// Transfer is owner-checked like Release: when from no longer holds the
+// lock, it changes nothing and returns ErrNotHeld. When from holds it but
+// cannot hand it over as a whole (other holds share it, from is a reentrant
+// or shared hold), it changes nothing and returns ErrLocked; the core then
+// releases from as usual. On success the returned Lease holds the lock for
+// to.ID exactly as if Acquire(to) had granted it at this call: a new
+// fencing token, greater than from's, and a validity counted from the start
+// of this call.
+//
+// Transfer must be idempotent by to.ID: when it fails in a way that may
+// have taken effect (a timeout, a lost reply), a later Acquire with the
+// same request must grant the lock if the transfer happened. The core
+// relies on that to recover the grant, or to give it back.
+type Transferer interface {
+	Transfer(ctx context.Context, from Lease, to Request) (Lease, error)
+}
+
+// Inspector describes a lock without taking it, for operators (dlock
+// inspect). It is read-only, and as exact as the backend can tell.
 type Inspector interface {
 	Inspect(ctx context.Context, key string) (Info, error)
 }
@@ -176,32 +209,4 @@ type Info struct {
 	// Waiters counts clients waiting for the lock, as far as the backend can
 	// tell; -1 when it cannot.
 	Waiters int `json:"waiters"`
-}
-
-// Transferer is implemented by drivers that can hand an exclusive lock
-// straight from its holder to another request in one round trip: the
-// release of from and the grant to to happen in one atomic step, so the
-// lock is never free in between and the handover costs no second request.
-// The core uses it when a lease is unlocked while another goroutine of the
-// same Client waits for the key (never more than a few times in a row, so
-// that other clients' waiters get their turn).
-//
-// Transfer is owner-checked like Release: when from no longer holds the
-// lock, it changes nothing and returns ErrNotHeld. When from holds it but
-// cannot hand it over as a whole (other holds share it, from is a reentrant
-// or shared hold), it changes nothing and returns ErrLocked; the core then
-// releases from as usual. On success the returned Lease holds the lock for
-// to.ID exactly as if TryAcquire(to) had granted it at this call: a new
-// fencing token, greater than from's, and a validity counted from the start
-// of this call.
-//
-// Transfer must be idempotent by to.ID: when it fails in a way that may
-// have taken effect (a timeout, a lost reply), a later TryAcquire with the
-// same request must grant the lock if the transfer happened. The core
-// relies on that to recover the grant, or to give it back.
-//
-// Fallback: without it, the core releases the lock and the next waiter
-// acquires it, two round trips apart.
-type Transferer interface {
-	Transfer(ctx context.Context, from Lease, to Request) (Lease, error)
 }

@@ -1,46 +1,115 @@
 // Package driver defines the contract between dlock's core and its backends.
+// This page is the whole of it: a driver author needs no other driver's code
+// to write a correct one, and proves it with conformance.Run.
 //
 // Applications do not use this package: they use package dlock, whose Mutex,
 // RWMutex and Lease are implemented once, by the core, over this contract.
-// Driver authors implement [Driver] and [Lease], and as many of the optional
-// capability interfaces ([Blocker], [Notifier], [Featurer], [Validator],
-// [LossNotifier]) as their backend supports, then prove the driver with
-// conformance.Run.
+//
+// # The shape of a driver
+//
+// A driver implements three methods on its [Driver] and six on its [Lease].
+// Everything else it can do it declares in one value, [Capabilities], which
+// the core reads once, when a Client is made:
+//   - facts about the backend (read locks, reentrancy, waiting in the
+//     backend's own queue, blocks of fencing tokens, the TTLs and keys it
+//     accepts), as plain fields;
+//   - four optional behaviours, each an interface of its own because its
+//     shape differs from a lock's ([Notifier], [BatchExtender],
+//     [Transferer], [Inspector]), as fields that are nil when the backend
+//     lacks them.
+//
+// The core never type-asserts a driver or a lease: what Capabilities says is
+// all it uses. A wrapper (metrics, fault injection) therefore keeps every
+// capability by returning its inner driver's value with the optional
+// behaviours replaced by its own wrappers of them.
 //
 // # What the core does, so that a driver must not
 //
-// The core validates keys and TTLs (then asks [Validator] for the backend's own
-// limits), generates the owner ID of every request, blocks and retries with
-// jittered backoff, waits for notifications, renews leases, computes validity
-// deadlines on the monotonic clock, signals loss, counts reentrant handles and
-// wraps errors with the operation and key. A driver therefore:
-//   - never retries an operation that may have been applied (the core decides);
-//   - never loops waiting for a lock unless it implements [Blocker];
+// The core validates keys and TTLs (its own rules, then the driver's
+// declared limits), generates the ID of every request, waits and retries
+// with jittered backoff (or by notification), renews leases, computes
+// validity deadlines on the monotonic clock, signals loss, counts reentrant
+// handles, hands locks between goroutines of one Client, and wraps errors
+// with the operation and key. A driver therefore:
+//   - never retries an operation that may have been applied (the core
+//     decides);
+//   - never loops waiting for a lock unless it declares Blocking;
 //   - never starts a renewal loop of its own (the core calls [Lease.Extend]);
 //   - never stores a context beyond the call that received it.
 //
-// # Three backend styles
+// # Requirements
 //
-// The contract fits all three styles of lock backend:
-//   - lease keys with a TTL (Redis, memcached, Hazelcast): TryAcquire writes a
-//     key that expires by itself; Extend pushes the expiry out, owner-checked;
-//   - sessions whose end frees every lock (ZooKeeper, etcd): the lease lives as
-//     long as the session; Extend confirms that the session and the lock are
-//     still there; [LossNotifier] reports the session's end as soon as the
+// Every driver must meet these; the conformance suite checks each.
+//
+//  1. Exclusion. Two Drivers made from two Open calls exclude each other
+//     exactly as two processes would; a Driver is safe for concurrent use.
+//  2. Nothing left behind. When an Acquire fails (ErrLocked, an error, or
+//     ctx ending), nothing of it stays on the backend. When the request may
+//     have been applied (a timeout, a lost reply), the driver releases it
+//     by [Request.ID] before returning. When ctx has ended, the driver
+//     returns ctx.Err(), not the error of the request it cut short.
+//  3. Owner checks. Extend, Release and Transfer act only on the hold of
+//     their own request ID: when it expired or belongs to someone else they
+//     change nothing and return [ErrNotHeld]. Nobody else's lock is ever
+//     touched.
+//  4. Validity is a promise from the start of the call. [Lease.Validity]
+//     is how long the backend promises the lock, counted from the start of
+//     the latest successful Acquire or Extend; the core deducts a safety
+//     margin for clock drift and treats the lock as lost when the promise
+//     runs out unconfirmed. A Blocking Acquire that waited in the backend's
+//     queue adds the time it waited there, as measured by the server (or
+//     from the call's start to the grant when the server does not say),
+//     never more than the call itself lasted: the promise starts at the
+//     grant, and a wait longer than the TTL must not make every grant look
+//     expired on arrival.
+//  5. Silence frees the lock within a TTL. A holder that stops talking (a
+//     crash, a frozen process, a cut link) loses its lock within the TTL it
+//     asked for, measured by the backend. For key-with-expiry backends the
+//     expiry does it. For backends whose locks live as long as a session or
+//     connection (PostgreSQL advisory locks, MariaDB GET_LOCK, ZooKeeper,
+//     etcd), the session must itself end within a TTL of silence: a
+//     connection-bound lock on a connection that nothing closes (a TCP
+//     connection whose peer froze stays open for hours) would be held for
+//     ever. Set the server's idle timeout (PostgreSQL's
+//     idle_session_timeout, a session TTL, a keepalive) to at most the TTL,
+//     and keep the connection busy enough (Extend) to stay under it.
+//  6. Fencing tokens. Every new grant's [Lease.Token] is greater than that
+//     of every earlier grant of the same key, for as long as the backend
+//     keeps its data. A driver that cannot promise this returns 0 and says
+//     so in its documentation.
+//  7. Loss reports are early, not required. [Lease.OnLoss] and
+//     [Lease.Uncertain] let a backend that learns of a loss on its own
+//     (a session expiring, a connection closing) tell the core before the
+//     next Extend; a backend that cannot tell embeds [NoReports].
+//  8. Renewal attempts are bounded by the core: ctx ending in Extend means
+//     only that this attempt took too long. Never take it as the loss of the
+//     lock, nor close the session or connection that holds it.
+//  9. Close releases the client's own resources, never its locks: locks
+//     still held end by their TTL, session or connection, as they would if
+//     the process died. It closes clients the driver made itself (from a
+//     URL), never one the caller passed in. Calls after Close return
+//     [ErrClosed].
+//
+// # Backend styles
+//
+// The contract fits the three styles of lock backend:
+//   - keys with a TTL (Redis, memcached, Hazelcast): Acquire writes a key
+//     that expires by itself; Extend pushes the expiry out, owner-checked;
+//   - sessions whose end frees every lock (ZooKeeper, etcd): the lease lives
+//     as long as the session; Extend confirms that the session and the lock
+//     are still there; OnLoss reports the session's end as soon as the
 //     client learns of it, to every lease of the session;
-//   - connections whose end frees the lock (PostgreSQL advisory locks): as for
-//     sessions, with the connection in the role of the session.
-//
-// In every style [Lease.Validity] tells the core how long the backend promises
-// the lock from the start of the latest successful acquire or extend, and the
-// core treats the lock as lost when that promise runs out unconfirmed.
+//   - connections whose end frees the lock (PostgreSQL advisory locks): as
+//     for sessions, with the connection in the role of the session
+//     (requirement 5 matters most here).
 //
 // # Errors
 //
-// A driver reports "held by someone else" with [ErrLocked] (or a [*LockedError]
-// carrying a retry hint), "this lease is no longer ours" with [ErrNotHeld], and
-// use after Close with [ErrClosed]. Every other error is passed through
-// unwrapped: the core wraps it once with the operation and key.
+// A driver reports "held by someone else" with [ErrLocked] (or a
+// [*LockedError] carrying a retry hint), "this lease is no longer ours" with
+// [ErrNotHeld], and use after Close with [ErrClosed]. Every other error is
+// passed through unwrapped: the core wraps it once with the operation and
+// key.
 //
 // A waiting Lock rides out errors that mean "the backend is unavailable for
 // now" and gives up at once on any other. The core recognises broken
@@ -48,9 +117,6 @@
 // unavailable server by itself; a backend's own "not now" replies (a cluster
 // electing, a server loading its data) are the driver's to mark: an error
 // in the chain with a method Transient() bool returning true is ridden out.
-// When the caller's context has ended, return ctx.Err(), not the error of
-// the request it cut short, and release whatever the request may have left
-// behind (by [Request.ID]) before returning.
 package driver
 
 import (
@@ -58,29 +124,32 @@ import (
 	"time"
 )
 
-// Driver is one client of a lock backend. Each Driver is independent of any
-// other Driver on the same backend: two Drivers made from two Open calls
-// exclude each other exactly as two processes would.
-//
-// Implementations must be safe for concurrent use.
+// Driver is one client of a lock backend. Implementations must be safe for
+// concurrent use.
 type Driver interface {
-	// TryAcquire tries once to take the lock req.Key in req.Mode for req.ID,
-	// without waiting for other holders. When another owner holds the lock it
-	// returns an error satisfying errors.Is(err, ErrLocked) and leaves nothing
-	// behind on the backend.
-	//
-	// On success the returned Lease is held, its fencing token is new, and its
-	// validity started no earlier than this call. When ctx ends first, the
-	// driver returns ctx's error and must not leave a lock behind: if the
-	// backend may have applied the request, the driver releases it (by req.ID)
-	// before returning.
-	TryAcquire(ctx context.Context, req Request) (Lease, error)
+	// Capabilities describes what the driver can do beyond plain exclusive
+	// locks. The core calls it once, when a Client is made; the value must
+	// not change afterwards.
+	Capabilities() Capabilities
 
-	// Close releases the client's own resources (connections, subscriptions)
-	// without releasing any lock: locks still held end by their TTL, session or
-	// connection, as they would if the process died. Close closes clients the
-	// driver created itself (from a URL), never a client the caller passed in.
-	// Operations after Close return ErrClosed.
+	// Acquire takes the lock req.Key in req.Mode for req.ID.
+	//
+	// Without req.Block it tries once: when another owner holds the lock
+	// it returns an error satisfying errors.Is(err, ErrLocked) and leaves
+	// nothing behind. With req.Block (sent only to drivers that declare
+	// Capabilities.Blocking) it waits in the backend's own queue until the
+	// lock is granted or ctx ends.
+	//
+	// On success the returned Lease is held, its fencing token is new, and
+	// its validity started no earlier than this call (see requirement 4
+	// for a wait in the backend's queue). When ctx ends first, Acquire
+	// returns ctx.Err() and leaves nothing behind (requirement 2): its queue
+	// entry is removed, and a grant that raced with the cancellation is
+	// released before Acquire returns.
+	Acquire(ctx context.Context, req Request) (Lease, error)
+
+	// Close releases the client's own resources (connections,
+	// subscriptions) without releasing any lock (requirement 9).
 	Close() error
 }
 
@@ -88,38 +157,69 @@ type Driver interface {
 // its lifetime: it calls Extend to renew it and Release exactly once when the
 // application unlocks. Implementations must be safe for concurrent use.
 type Lease interface {
-	// Token returns the lock's fencing token: a number the backend issued for
-	// this grant, greater than the token of every earlier grant of the same key
-	// for as long as the backend keeps its data. A driver that cannot promise
-	// this documents it and returns 0.
+	// Token returns the lock's fencing token (requirement 6), or 0 when
+	// the driver cannot promise one.
 	Token() uint64
 
-	// Validity returns how long the backend promised the lock, counted from the
-	// start of the most recent successful TryAcquire, Acquire or Extend. It is
-	// at most the TTL asked for (less, when the backend granted less: a session
-	// timeout, a quorum's drift), plus, after a Blocker's Acquire, the time the
-	// request waited in the backend's queue as the driver measured it (the
-	// lease starts at the grant, not at the call; without that time, a wait
-	// longer than the TTL would make every grant look expired on arrival).
+	// Validity returns how long the backend promised the lock, counted from
+	// the start of the most recent successful Acquire or Extend
+	// (requirement 4). It is at most the TTL asked for (less, when the
+	// backend granted less: a session timeout, a quorum's drift), plus, after
+	// a Blocking Acquire, the time the request waited in the backend's queue.
 	Validity() time.Duration
 
-	// Extend confirms that the lock is still this lease's and pushes its expiry
-	// to ttl from now. It is owner-checked and atomic: when the lock expired or
-	// belongs to someone else, Extend changes nothing and returns ErrNotHeld.
-	// For session and connection backends it confirms that the session or
-	// connection is alive and still holds the lock.
-	//
-	// The core bounds each renewal attempt (to about a third of the validity)
-	// and retries a failed one: ctx ending means only that this attempt took
-	// too long. A driver must not take it as the loss of the lock, nor close
-	// the session or connection that holds it.
+	// Extend confirms that the lock is still this lease's and pushes its
+	// expiry to ttl from now. It is owner-checked and atomic: when the lock
+	// expired or belongs to someone else, Extend changes nothing and returns
+	// ErrNotHeld. For session and connection backends it confirms that the
+	// session or connection is alive and still holds the lock. ctx ending
+	// is not a loss (requirement 8).
 	Extend(ctx context.Context, ttl time.Duration) error
 
-	// Release gives the lock up. It is owner-checked and atomic: when the lock
-	// expired or belongs to someone else, Release changes nothing and returns
-	// ErrNotHeld. A driver with a Notifier wakes the key's waiters here.
+	// Release gives the lock up. It is owner-checked and atomic: when the
+	// lock expired or belongs to someone else, Release changes nothing and
+	// returns ErrNotHeld. A driver with a Notifier wakes the key's waiters
+	// here.
 	Release(ctx context.Context) error
+
+	// OnLoss registers f, the one way a lease reports a loss its backend
+	// told of on its own (a session expiring, a connection closing, the lock
+	// removed behind the holder's back), earlier than the next Extend would
+	// find it. The core calls OnLoss once, right after the grant and before
+	// any Extend or Release (or not at all, when the Client closes first).
+	// The lease then calls f at most once, with the reason (a non-nil
+	// error): at once, from OnLoss, when it already knows. It may call f
+	// from any goroutine and while holding its own locks: f returns at once
+	// and calls nothing of the driver's. Once Release has returned it never
+	// calls f, and forgets it. A backend whose client hands out a context
+	// per lock watches it with context.AfterFunc, stopped by Release.
+	//
+	// Without reports (see NoReports), the core learns of a loss from the
+	// next Extend, or from the validity deadline passing unconfirmed,
+	// whichever comes first.
+	OnLoss(f func(reason error))
+
+	// Uncertain returns nil while the backend is in touch, and the reason
+	// while the lock's state is momentarily unknown (a client disconnected
+	// while its session may still live), before any renewal fails. The core
+	// reports it through its own Lease.Uncertain; the lease is still lost at
+	// its validity deadline unless a renewal confirms it first. Without
+	// reports (see NoReports), the core reports a lease as uncertain from a
+	// failed renewal until the next successful one.
+	Uncertain() error
 }
+
+// NoReports is embedded in the lease of a backend that cannot tell of a loss
+// or an uncertainty on its own (keys with a TTL, mostly): it never calls the
+// loss callback and is never uncertain, and the core finds a loss at the
+// next Extend or at the validity deadline.
+type NoReports struct{}
+
+// OnLoss does nothing: the backend reports no loss on its own.
+func (NoReports) OnLoss(func(error)) {}
+
+// Uncertain returns nil: the backend cannot tell.
+func (NoReports) Uncertain() error { return nil }
 
 // Mode is the kind of hold a Request asks for.
 type Mode uint8
@@ -129,7 +229,7 @@ const (
 	// Mode.
 	Exclusive Mode = iota
 	// Shared admits other Shared holders and excludes Exclusive ones (a read
-	// lock). Only sent to drivers whose Features include Shared.
+	// lock). Only sent to drivers that declare Capabilities.Shared.
 	Shared
 )
 
@@ -143,8 +243,9 @@ func (m Mode) String() string {
 
 // Request describes one acquisition.
 type Request struct {
-	// Key is the lock's name, already validated by the core and by the
-	// driver's Validator. Drivers map it onto backend names themselves.
+	// Key is the lock's name, already validated by the core against its
+	// own rules and the driver's declared ones. Drivers map it onto backend
+	// names themselves.
 	Key string
 
 	// ID identifies this acquisition to the backend: 128 random bits from
@@ -152,11 +253,17 @@ type Request struct {
 	// check it, so that nobody else's lock is ever touched.
 	ID string
 
-	// TTL is how long the lock may outlive its holder's silence.
+	// TTL is how long the lock may outlive its holder's silence
+	// (requirement 5).
 	TTL time.Duration
 
 	// Mode is Exclusive, or Shared for a read lock.
 	Mode Mode
+
+	// Block asks Acquire to wait in the backend's queue until the lock is
+	// granted or ctx ends. Only sent to drivers that declare
+	// Capabilities.Blocking.
+	Block bool
 
 	// Wait is set when the request comes from a Lock that will wait and try
 	// again, not from a TryLock. A driver whose backend keeps a queue of
@@ -169,6 +276,6 @@ type Request struct {
 	// Owner, when not empty, asks for a reentrant hold: a request whose Owner
 	// matches a current holder's Owner (and Mode) is granted at once, and the
 	// lock is freed when every such hold has been released. Only sent to
-	// drivers whose Features include Reentrant.
+	// drivers that declare Capabilities.Reentrant.
 	Owner string
 }

@@ -16,34 +16,27 @@ import (
 // waited, while the session lease still looked alive: someone deleted it.
 var errEntryGone = errors.New("etcd: the waiting request's queue entry was deleted by someone else")
 
-// TryAcquire takes the lock when it is free, with one transaction that
+// Acquire takes the lock. Without req.Block it tries once: one transaction
 // creates this request's queue entry only when no entry it would have to
 // wait for exists (etcd compares a whole range at once), so that a refusal
-// writes nothing and costs one round trip. It returns driver.ErrLocked when
+// writes nothing and costs one round trip; it returns driver.ErrLocked when
 // the lock is held or waited for.
-func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	if req.Owner != "" {
-		return d.tryAcquireOwned(ctx, req)
-	}
-	return d.acquirePlain(ctx, req, false)
-}
-
-// Acquire queues for the lock and waits until every entry ahead of this
-// request's is gone: it creates the entry and learns the entry just ahead in
-// one transaction, then watches only that entry (no herd), so that etcd
-// streams its deletion as it commits (see "How a lock works" in the package
-// documentation).
-// It returns when the lock is granted, when ctx ends (having deleted its
-// entry), when the Driver closes (driver.ErrClosed), or when the session
-// lease is lost while waiting (an error wrapping ErrSessionLost: the entry
-// went with it, so waiting on would be waiting for nothing, etcd issue
-// #19597; the error is transient, so the core's waiting Lock tries again,
-// under a new session).
+//
+// With req.Block it queues for the lock and waits until every entry ahead
+// of this request's is gone: it creates the entry and learns the entry just
+// ahead in one transaction, then watches only that entry (no herd), so that
+// etcd streams its deletion as it commits (see "How a lock works" in the
+// package documentation). It returns when the lock is granted, when ctx
+// ends (having deleted its entry), when the Driver closes
+// (driver.ErrClosed), or when the session lease is lost while waiting (an
+// error wrapping ErrSessionLost: the entry went with it, so waiting on would
+// be waiting for nothing, etcd issue #19597; the error is transient, so the
+// core's waiting Lock tries again, under a new session).
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	if req.Owner != "" {
-		return d.acquireOwned(ctx, req)
+		return d.acquireOwner(ctx, req, req.Block)
 	}
-	return d.acquirePlain(ctx, req, true)
+	return d.acquirePlain(ctx, req, req.Block)
 }
 
 // checkRequest refuses requests the core would never send.
@@ -158,11 +151,11 @@ func without(kvs []*mvccpb.KeyValue, rev int64) []*mvccpb.KeyValue {
 }
 
 // abandon deletes the queue entry key of a request that will not hold the
-// lock: a TryAcquire or Acquire whose outcome is unknown (rev 0: the entry
+// lock: an Acquire whose outcome is unknown (rev 0: the entry
 // is deleted by its name, which no other request uses, and the session's
 // fence moves in the same transaction, so that the put, should etcd apply
-// it later, writes nothing: see fence.go), or an Acquire that gave up
-// waiting. An entry left behind would block the lock for as long as the
+// it later, writes nothing: see fence.go), or a blocking Acquire that gave
+// up waiting. An entry left behind would block the lock for as long as the
 // session lives, which is as long as the Driver when all goes well, so the
 // deletion is tried once before returning (outliving ctx, bounded by the
 // TTL), then again in the background until it succeeds or the session ends.

@@ -11,8 +11,6 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-var _ driver.BatchExtender = (*Driver)(nil)
-
 // batchOps is how many reads one renewal transaction carries, within etcd's
 // default limit of 128 operations per transaction (--max-txn-ops); a server
 // configured lower makes the driver halve its batches until they fit.

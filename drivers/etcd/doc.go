@@ -27,22 +27,22 @@
 // locks when etcd expires the lease. When the session is lost, the Driver
 // grants a new one for its next locks.
 //
-// A request for a lock puts a key of its own, named after the session and
-// the request, in the lock's queue; the key with the lowest create revision
-// holds the lock. TryAcquire puts its key only if no key it would wait for
-// exists (one transaction comparing the whole range), so a refusal costs one
-// round trip and writes nothing. Acquire puts its key and reads the keys
-// just ahead of it in one transaction, then watches only the key just ahead
-// (no herd), with a watch that starts at etcd's current revision, and once
-// etcd has set it up reads the state again, which covers what happened in
-// between. A watch asked to start at a past revision (etcd's
-// concurrency.Mutex starts at the revision of its read) is parked by etcd
-// until its resync loop, every 100 ms, catches it up, whenever anything was
-// written meanwhile, which under contention is always; etcd 3.4 may park
-// even a watch started at the current revision, when a write commits while
-// it registers the watch, so while that may have happened the waiter also
-// reads at growing intervals until the resync loop must have run. When the
-// key ahead was the holder, its deletion grants the lock without another
+// A request for a lock puts a key of its own, named after the session and the
+// request, in the lock's queue; the key with the lowest create revision holds
+// the lock. A try (Acquire without Request.Block) puts its key only if no key
+// it would wait for exists (one transaction comparing the whole range), so a
+// refusal costs one round trip and writes nothing. A blocking Acquire puts
+// its key and reads the keys just ahead of it in one transaction, then
+// watches only the key just ahead (no herd), with a watch that starts at
+// etcd's current revision, and once etcd has set it up reads the state again,
+// which covers what happened in between. A watch asked to start at a past
+// revision (etcd's concurrency.Mutex starts at the revision of its read) is
+// parked by etcd until its resync loop, every 100 ms, catches it up, whenever
+// anything was written meanwhile, which under contention is always; etcd 3.4
+// may park even a watch started at the current revision, when a write commits
+// while it registers the watch, so while that may have happened the waiter
+// also reads at growing intervals until the resync loop must have run. When
+// the key ahead was the holder, its deletion grants the lock without another
 // read; otherwise one local read (serializable, at the revision of the
 // deletion) finds the next key to wait for. A waiting request whose context
 // ends deletes its key before returning.
@@ -73,12 +73,10 @@
 //
 // # Capabilities
 //
-// Exclusive locks, read-write locks (driver.Featurer Shared), reentrant
-// locks (Featurer Reentrant), server-side waiting in FIFO order
-// (driver.Blocker), loss reports (driver.LossNotifier), uncertainty reports
-// (driver.UncertaintyReporter), batched renewal (driver.BatchExtender: one
-// read-only transaction checks up to 120 locks), inspection
-// (driver.Inspector), and the TTL limit below (driver.Validator).
+// Capabilities: Shared, Reentrant, Blocking (server-side waiting in FIFO
+// order), MaxTTL (the session TTL, below), BatchExtender (one read-only
+// transaction checks up to 120 locks) and Inspector. Leases report losses
+// (Lease.OnLoss) and uncertainty (Lease.Uncertain).
 //
 // A mutex's TTL may not exceed the Driver's session TTL (ErrInvalidTTL when
 // the Mutex is made): etcd keeps a lock only as long as the session lease,
@@ -119,7 +117,8 @@
 //     expiry as this client knows it (the start of its latest confirmed
 //     keepalive plus the lease's TTL). A lock obtained by waiting is
 //     confirmed when the wait ends, so its validity may exceed the TTL
-//     counted from the start of Acquire, by the time spent waiting.
+//     counted from the start of a blocking Acquire, by the time spent
+//     waiting.
 //   - When keepalives fail, the lease is uncertain (Lease.Uncertain) at
 //     once, and lost when its expiry passes unconfirmed, or at once when
 //     etcd says the lease is gone. A lost session's lease is then revoked

@@ -13,11 +13,9 @@ import (
 	"github.com/dlock-go/dlock/internal/deadline"
 )
 
-// Driver is a dlock driver over an etcd cluster. It implements
-// driver.Driver, driver.Blocker, driver.Featurer and driver.Validator, and
-// its leases driver.LossNotifier and driver.UncertaintyReporter. Make it
-// with [New] over a clientv3 client, or through dlock.Open with an
-// "etcd://" URL. It is safe for concurrent use.
+// Driver is a dlock driver over an etcd cluster; [Driver.Capabilities] lists
+// what it can do. Make it with [New] over a clientv3 client, or through
+// dlock.Open with an "etcd://" URL. It is safe for concurrent use.
 type Driver struct {
 	cli    *clientv3.Client
 	owned  bool // made from a URL, so Close closes it
@@ -42,12 +40,7 @@ type Driver struct {
 	holds  map[clientv3.LeaseID]*keeper // leases of reentrant holds this Driver takes part in
 }
 
-var (
-	_ driver.Driver    = (*Driver)(nil)
-	_ driver.Blocker   = (*Driver)(nil)
-	_ driver.Featurer  = (*Driver)(nil)
-	_ driver.Validator = (*Driver)(nil)
-)
+var _ driver.Driver = (*Driver)(nil)
 
 // New returns a Driver over cli, which the caller keeps owning: Close does
 // not close it. Each Driver is an independent lock client with a session
@@ -83,25 +76,25 @@ func newDriver(cli *clientv3.Client, owned bool, o options) *Driver {
 	return d
 }
 
-// Features reports read-write locks and reentrant locks (see
-// "Capabilities" in the package documentation).
-func (d *Driver) Features() driver.Features {
-	return driver.Features{Shared: true, Reentrant: true}
-}
-
-// ValidateKey accepts every key the core accepts: etcd names are binary
-// safe, and the driver's escaping keeps every key's names apart.
-func (d *Driver) ValidateKey(string) error { return nil }
-
-// ValidateTTL accepts TTLs up to the Driver's session TTL. A lock lives
-// under the session lease, so etcd can promise it no longer than that: a
-// longer TTL could not be honoured, and the core would renew it too late.
-func (d *Driver) ValidateTTL(ttl time.Duration) error {
-	if ttl > d.ttl {
-		return fmt.Errorf("%v is longer than this etcd driver's session TTL of %v, which bounds every lock's; open the driver with a session TTL (URL parameter ttl, or WithSessionTTL) of at least %v",
-			ttl, d.ttl, (ttl + time.Second - 1).Truncate(time.Second))
+// Capabilities reports read-write and reentrant locks, waiting in etcd's
+// queue (Blocking), batched renewal and inspection, and TTLs up to the
+// Driver's session TTL (see "Capabilities" in the package documentation).
+// Every key the core accepts is accepted: etcd names are binary safe, and
+// the driver's escaping keeps every key's names apart.
+//
+// A lock lives under the session lease, so etcd can promise it no longer
+// than the session TTL: a longer TTL could not be honoured, and the core
+// would renew it too late.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Shared:        true,
+		Reentrant:     true,
+		Blocking:      true,
+		MaxTTL:        d.ttl,
+		TTLReason:     fmt.Sprintf("this etcd driver's session TTL of %v bounds every lock's; open the driver with a longer session TTL (URL parameter ttl, or WithSessionTTL)", d.ttl),
+		BatchExtender: d,
+		Inspector:     d,
 	}
-	return nil
 }
 
 // Close stops the Driver's keepalives and waits for its background work,

@@ -26,11 +26,17 @@ func reqFor(key string) driver.Request {
 	return driver.Request{Key: key, ID: newID(), TTL: testTTL}
 }
 
+// block makes req a blocking one: it waits in the backend's queue.
+func block(req driver.Request) driver.Request {
+	req.Block = true
+	return req
+}
+
 func mustTry(t *testing.T, d *Driver, req driver.Request) driver.Lease {
 	t.Helper()
-	l, err := d.TryAcquire(ctxFor(t), req)
+	l, err := d.Acquire(ctxFor(t), req)
 	if err != nil {
-		t.Fatalf("TryAcquire(%q): %v", req.Key, err)
+		t.Fatalf("Acquire(%q): %v", req.Key, err)
 	}
 	return l
 }
@@ -59,26 +65,26 @@ func revision(t *testing.T, cli *clientv3.Client) int64 {
 // expectHeld checks through d that key is held by someone else.
 func expectHeld(t *testing.T, d *Driver, key, why string) {
 	t.Helper()
-	l, err := d.TryAcquire(ctxFor(t), reqFor(key))
+	l, err := d.Acquire(ctxFor(t), reqFor(key))
 	if err == nil {
 		_ = l.Release(ctxFor(t))
-		t.Fatalf("TryAcquire(%q) succeeded, want ErrLocked: %s", key, why)
+		t.Fatalf("Acquire(%q) succeeded, want ErrLocked: %s", key, why)
 	}
 	if !errors.Is(err, driver.ErrLocked) {
-		t.Fatalf("TryAcquire(%q): %v, want ErrLocked: %s", key, err, why)
+		t.Fatalf("Acquire(%q): %v, want ErrLocked: %s", key, err, why)
 	}
 }
 
-// waitDone waits up to d for ctx to end.
 // lostContext returns a context cancelled when l reports its loss, with the
-// reason as its cause, as the core listens (driver.LossNotifier): at once
+// reason as its cause, as the core listens (Lease.OnLoss): at once
 // when l was lost already.
 func lostContext(l driver.Lease) context.Context {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	l.(driver.LossNotifier).OnLoss(func(reason error) { cancel(reason) })
+	l.OnLoss(func(reason error) { cancel(reason) })
 	return ctx
 }
 
+// waitDone waits up to d for ctx to end.
 func waitDone(t *testing.T, ctx context.Context, d time.Duration, what string) {
 	t.Helper()
 	select {
@@ -88,7 +94,7 @@ func waitDone(t *testing.T, ctx context.Context, d time.Duration, what string) {
 	}
 }
 
-func TestTryAcquireWritesNothingWhenLocked(t *testing.T) {
+func TestRefusedTryWritesNothing(t *testing.T) {
 	cli := newCli(t)
 	d1, d2 := newTestDriver(t, cli), newTestDriver(t, newCli(t))
 	key := testKey(t)
@@ -100,12 +106,12 @@ func TestTryAcquireWritesNothingWhenLocked(t *testing.T) {
 	for _, mode := range []driver.Mode{driver.Exclusive, driver.Shared} {
 		req := reqFor(key)
 		req.Mode = mode
-		if _, err := d2.TryAcquire(ctxFor(t), req); !errors.Is(err, driver.ErrLocked) {
-			t.Fatalf("%s TryAcquire of a held lock: %v, want ErrLocked", mode, err)
+		if _, err := d2.Acquire(ctxFor(t), req); !errors.Is(err, driver.ErrLocked) {
+			t.Fatalf("%s Acquire of a held lock: %v, want ErrLocked", mode, err)
 		}
 	}
 	if after := revision(t, cli); after != before {
-		t.Errorf("refused TryAcquires moved the revision from %d to %d: they wrote something", before, after)
+		t.Errorf("refused Acquires moved the revision from %d to %d: they wrote something", before, after)
 	}
 	if n := len(entries(t, cli, key)); n != 1 {
 		t.Errorf("%d etcd keys for the lock, want the holder's only", n)
@@ -130,7 +136,7 @@ func TestWaiterStopsWhenSessionRevoked(t *testing.T) {
 
 	errc := make(chan error, 1)
 	go func() {
-		_, err := waiter.Acquire(ctxFor(t), reqFor(key))
+		_, err := waiter.Acquire(ctxFor(t), block(reqFor(key)))
 		errc <- err
 	}()
 	waitFor(t, "the waiter's entry", func() bool { return len(entries(t, cli, key)) == 2 })
@@ -373,7 +379,7 @@ func TestLostSignal(t *testing.T) {
 		lost := lostContext(l)
 		got := make(chan driver.Lease, 1)
 		go func() {
-			cl, err := contender.Acquire(ctxFor(t), reqFor(key))
+			cl, err := contender.Acquire(ctxFor(t), block(reqFor(key)))
 			if err != nil {
 				t.Errorf("contender: %v", err)
 			}
@@ -522,7 +528,7 @@ func TestInspect(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	waited := make(chan error, 1)
 	go func() {
-		_, err := d.Acquire(ctx, w)
+		_, err := d.Acquire(ctx, block(w))
 		waited <- err
 	}()
 	waitFor(t, "the writer's entry", func() bool { return len(entries(t, cli, key)) == 3 })
@@ -617,7 +623,7 @@ func TestNoHerd(t *testing.T) {
 	for range waiters {
 		d := newTestDriver(t, newCli(t))
 		wg.Go(func() {
-			l, err := d.Acquire(ctxFor(t), reqFor(key))
+			l, err := d.Acquire(ctxFor(t), block(reqFor(key)))
 			if err != nil {
 				t.Error(err)
 				return

@@ -9,8 +9,6 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-var _ driver.Inspector = (*Driver)(nil)
-
 // Inspect describes the lock key from its queue, read in one linearizable
 // range request, without taking it: the holders (the oldest entry when it
 // is exclusive, or the readers ahead of the oldest writer), their mode, the

@@ -61,11 +61,7 @@ type lease struct {
 	ttlNow time.Duration
 }
 
-var (
-	_ driver.Lease               = (*lease)(nil)
-	_ driver.LossNotifier        = (*lease)(nil)
-	_ driver.UncertaintyReporter = (*lease)(nil)
-)
+var _ driver.Lease = (*lease)(nil)
 
 // newLease makes the lease of a grant confirmed by a round trip that
 // started at confirmed, for an acquisition call that started at started.

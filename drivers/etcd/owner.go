@@ -83,17 +83,9 @@ func (h *holdRef) leave(ctx context.Context, d *Driver, member string, rev int64
 	return resp.Responses[0].GetResponseTxn().Succeeded, nil
 }
 
-func (d *Driver) tryAcquireOwned(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquireOwner(ctx, req, false)
-}
-
-func (d *Driver) acquireOwned(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquireOwner(ctx, req, true)
-}
-
 // acquireOwner joins the owner's hold, or creates it, and (when wait is set)
-// waits until the hold is the lock's holder. TryAcquire joins only a hold
-// that holds the lock, and creates one only when the lock is free.
+// waits until the hold is the lock's holder. Without wait it joins only a
+// hold that holds the lock, and creates one only when the lock is free.
 func (d *Driver) acquireOwner(ctx context.Context, req driver.Request, wait bool) (driver.Lease, error) {
 	if err := d.enter(ctx); err != nil {
 		return nil, err

@@ -20,9 +20,9 @@ import (
 // lease, or the shared lease of a reentrant hold. The lease ends when etcd
 // says it no longer exists, or when no keepalive was confirmed for its whole
 // TTL, after which etcd may have let it expire. Held leases report it
-// through driver.LossNotifier, and Acquire returns it (not ErrLocked) when it
-// happens while waiting, marked transient, so that a waiting dlock Lock
-// queues again under a new session.
+// through Lease.OnLoss, and a blocking Acquire returns it (not ErrLocked)
+// when it happens while waiting, marked transient, so that a waiting dlock
+// Lock queues again under a new session.
 var ErrSessionLost = errors.New("etcd: session lease lost")
 
 // keeper keeps one etcd lease alive and knows, on the monotonic clock, a

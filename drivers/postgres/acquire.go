@@ -14,18 +14,14 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// TryAcquire takes the lock in one statement, without waiting: see
-// "Capabilities" in the package documentation.
-func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, req, false)
-}
-
-// Acquire waits for the lock in PostgreSQL's own queue (pg_advisory_lock):
-// see "Capabilities" in the package documentation. When ctx ends, it cancels
-// the wait with a cancel request, keeps the connection, and gives back a
-// grant that raced with the cancellation before returning ctx's error.
+// Acquire takes the lock. Without req.Block it tries once, in one statement,
+// without waiting. With req.Block it waits for the lock in PostgreSQL's own
+// queue (pg_advisory_lock): when ctx ends, it cancels the wait with a cancel
+// request, keeps the connection, and gives back a grant that raced with the
+// cancellation before returning ctx's error. See "Capabilities" in the
+// package documentation.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, req, true)
+	return d.acquire(ctx, req, req.Block)
 }
 
 // outcome of one acquisition statement that did not fail.

@@ -41,7 +41,7 @@ func TestCancelledWaitsRace(t *testing.T) {
 				return
 			default:
 			}
-			l, err := holder.Acquire(ctxFor(t), reqFor(key, ttl))
+			l, err := holder.Acquire(ctxFor(t), block(reqFor(key, ttl)))
 			if err != nil {
 				t.Errorf("holder's Acquire: %v", err)
 				return
@@ -61,7 +61,7 @@ func TestCancelledWaitsRace(t *testing.T) {
 	var warm sync.WaitGroup
 	for range waiters {
 		warm.Go(func() {
-			l, err := dw.Acquire(ctxFor(t), reqFor(testKey(t), ttl))
+			l, err := dw.Acquire(ctxFor(t), block(reqFor(testKey(t), ttl)))
 			if err != nil {
 				t.Errorf("warm-up: %v", err)
 				return
@@ -78,7 +78,7 @@ func TestCancelledWaitsRace(t *testing.T) {
 		wg.Go(func() {
 			for range rounds {
 				ctx, cancel := context.WithTimeout(context.Background(), rand.N(10*time.Millisecond))
-				l, err := dw.Acquire(ctx, reqFor(key, ttl))
+				l, err := dw.Acquire(ctx, block(reqFor(key, ttl)))
 				cancel()
 				switch {
 				case err == nil:
@@ -114,7 +114,7 @@ func TestCancelledWaitsRace(t *testing.T) {
 	}
 	// And they still work.
 	for range waiters {
-		l, err := dw.Acquire(ctxFor(t), reqFor(key, ttl))
+		l, err := dw.Acquire(ctxFor(t), block(reqFor(key, ttl)))
 		if err != nil {
 			t.Fatalf("Acquire after the race: %v", err)
 		}
@@ -137,7 +137,7 @@ func TestCancelledWaitKeepsConnection(t *testing.T) {
 	for range 5 {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		start := time.Now()
-		_, err := d2.Acquire(ctx, reqFor(key, time.Second))
+		_, err := d2.Acquire(ctx, block(reqFor(key, time.Second)))
 		cancel()
 		if err != context.DeadlineExceeded {
 			t.Fatalf("cancelled Acquire: got %v, want exactly context.DeadlineExceeded", err)

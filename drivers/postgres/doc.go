@@ -72,38 +72,40 @@
 //
 // # Capabilities
 //
-// Exclusive locks (pg_advisory_lock), read-write locks (driver.Featurer
-// Shared: pg_advisory_lock_shared, so readers share a lock and a writer
-// excludes them), reentrant locks (driver.Featurer Reentrant, below),
-// fencing tokens, server-side waiting (driver.Blocker), loss reports
-// (driver.LossReporter) and inspection (driver.Inspector, from pg_locks).
+// Capabilities: Shared, Reentrant, Blocking, CheckKey (explicit advisory
+// keys, see "Keys"), Inspector (from pg_locks). In detail: exclusive locks
+// (pg_advisory_lock), read-write locks (Shared: pg_advisory_lock_shared, so
+// readers share a lock and a writer excludes them), reentrant locks
+// (Reentrant, below), fencing tokens, server-side waiting (Blocking) and
+// loss reports (Lease.OnLoss).
 //
-// TryAcquire is one statement, one round trip: pg_try_advisory_lock (or its
-// shared form) and, only when it succeeds, the fencing token, the
-// server-side expiry and a check for reentrant groups, in the same
-// statement. Acquire is the same statement with pg_advisory_lock, which
-// waits in PostgreSQL's own lock queue, so a release hands the lock to the
-// next waiter in one server-side step, in order. When the caller's context
-// ends during the wait, the driver sends PostgreSQL a cancel request (and
-// keeps the connection, where pgx by default would close it), waits for the
-// statement to end, and then unlocks whatever the session holds: a grant
-// that raced with the cancellation is given back before Acquire returns,
-// never leaked. Should the server not answer within half a second, the
-// connection is closed instead, which ends the session and its locks.
+// A try (Acquire without Request.Block) is one statement, one round trip:
+// pg_try_advisory_lock (or its shared form) and, only when it succeeds, the
+// fencing token, the server-side expiry and a check for reentrant groups, in
+// the same statement. A blocking Acquire is the same statement with
+// pg_advisory_lock, which waits in PostgreSQL's own lock queue, so a release
+// hands the lock to the next waiter in one server-side step, in order. When
+// the caller's context ends during the wait, the driver sends PostgreSQL a
+// cancel request (and keeps the connection, where pgx by default would close
+// it), waits for the statement to end, and then unlocks whatever the session
+// holds: a grant that raced with the cancellation is given back before
+// Acquire returns, never leaked. Should the server not answer within half a
+// second, the connection is closed instead, which ends the session and its
+// locks.
 //
 // Release runs pg_advisory_unlock_all on the lease's session, which holds
 // nothing but the lease's locks. Extend is a heartbeat on the same
 // connection: it checks that the session is still the driver's and still
 // holds the lock (in pg_locks), and restarts the server-side expiry. A
-// heartbeat whose caller gives up goes on in the background and still
-// counts; one still unanswered when the lease's validity runs out is cut off
-// by closing the connection. From the first heartbeat on, a goroutine per
-// held lock reads the idle connection between calls, so that the end of the
+// heartbeat whose caller gives up goes on in the background and still counts;
+// one still unanswered when the lease's validity runs out is cut off by
+// closing the connection. From the first heartbeat on, a goroutine per held
+// lock reads the idle connection between calls, so that the end of the
 // session (pg_terminate_backend, the server's idle timeout, a shutdown, a
-// broken connection) is reported through the lease's Lost context at once,
-// not at the next heartbeat. (Before it, the lock is watched by nothing but
-// the heartbeat: a lock held for less than a renewal period, as most are,
-// costs no goroutine and no read.)
+// broken connection) is reported through the lease's OnLoss at once, not at
+// the next heartbeat. (Before it, the lock is watched by nothing but the
+// heartbeat: a lock held for less than a renewal period, as most are, costs
+// no goroutine and no read.)
 //
 // Reentrant locks (dlock.WithOwner) work across connections and processes,
 // as dlock promises: every hold by one owner of one key in one mode belongs
@@ -147,9 +149,9 @@
 //     survives without the lock, and in any case by the core at the validity
 //     deadline: the start of the last confirmed grant or heartbeat, plus the
 //     TTL, minus the core's safety margin.
-//   - The validity of a grant from Acquire is the TTL plus the time the
-//     statement waited in the queue, as the server measured it from the
-//     statement's arrival to the grant (capped by the time the call took):
+//   - The validity of a grant from a blocking Acquire is the TTL plus the
+//     time the statement waited in the queue, as the server measured it from
+//     the statement's arrival to the grant (capped by the time the call took):
 //     the server's expiry starts after the grant, so this is still no more
 //     than the server promises, and a lock that was waited for longer than
 //     its TTL is not thrown away on arrival.

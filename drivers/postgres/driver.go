@@ -15,12 +15,10 @@ import (
 )
 
 // Driver is a dlock driver over one PostgreSQL database, with session-level
-// advisory locks. It implements driver.Driver, driver.Blocker,
-// driver.Featurer, driver.Validator and driver.Inspector, and its leases
-// driver.LossReporter.
-// Make it with [NewFromPool] over a pgxpool.Pool, with [NewFromConfig], or
-// through dlock.Open with a "postgres://" or "postgresql://" URL. It is safe
-// for concurrent use.
+// advisory locks; [Driver.Capabilities] lists what it can do. Make it with
+// [NewFromPool] over a pgxpool.Pool, with [NewFromConfig], or through
+// dlock.Open with a "postgres://" or "postgresql://" URL. It is safe for
+// concurrent use.
 type Driver struct {
 	o        options
 	sessions *sessions
@@ -44,12 +42,7 @@ type Driver struct {
 	leases map[*lease]struct{}
 }
 
-var (
-	_ driver.Driver    = (*Driver)(nil)
-	_ driver.Blocker   = (*Driver)(nil)
-	_ driver.Featurer  = (*Driver)(nil)
-	_ driver.Validator = (*Driver)(nil)
-)
+var _ driver.Driver = (*Driver)(nil)
 
 // PoolConn is what a pool hands out: *pgxpool.Conn satisfies it.
 type PoolConn interface {
@@ -173,17 +166,19 @@ func (d *Driver) checkPooler(ctx context.Context, s *session) error {
 	return nil
 }
 
-// Features reports read-write locks and reentrant locks.
-func (d *Driver) Features() driver.Features {
-	return driver.Features{Shared: true, Reentrant: true}
+// Capabilities reports read-write and reentrant locks, waiting in
+// PostgreSQL's lock queue (Blocking), and inspection. It accepts every TTL
+// the core accepts (10 ms to 30 days), and every key, as keys are hashed,
+// except malformed explicit advisory keys (CheckKey; see [AdvisoryKey]).
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Shared:    true,
+		Reentrant: true,
+		Blocking:  true,
+		CheckKey:  validateKey,
+		Inspector: d,
+	}
 }
-
-// ValidateKey accepts every key the core accepts, as keys are hashed, except
-// malformed explicit advisory keys (see [AdvisoryKey]).
-func (d *Driver) ValidateKey(key string) error { return validateKey(key) }
-
-// ValidateTTL accepts every TTL the core accepts (10 ms to 30 days).
-func (d *Driver) ValidateTTL(time.Duration) error { return nil }
 
 // Close closes the Driver's connections: idle ones at once, and those of
 // held locks and waiting acquisitions by breaking them, which ends their

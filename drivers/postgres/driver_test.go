@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,12 @@ import (
 
 func reqFor(key string, ttl time.Duration) driver.Request {
 	return driver.Request{Key: key, ID: strings.ToLower(rand.Text()[:26]), TTL: ttl}
+}
+
+// block makes req a blocking one: it waits in the backend's queue.
+func block(req driver.Request) driver.Request {
+	req.Block = true
+	return req
 }
 
 func sharedReq(key string, ttl time.Duration) driver.Request {
@@ -33,22 +40,22 @@ func ownerReq(key, owner string, mode driver.Mode, ttl time.Duration) driver.Req
 
 func mustTry(t *testing.T, d *Driver, req driver.Request) driver.Lease {
 	t.Helper()
-	l, err := d.TryAcquire(ctxFor(t), req)
+	l, err := d.Acquire(ctxFor(t), req)
 	if err != nil {
-		t.Fatalf("TryAcquire(%q, %s, owner %q): %v", req.Key, req.Mode, req.Owner, err)
+		t.Fatalf("Acquire(%q, %s, owner %q): %v", req.Key, req.Mode, req.Owner, err)
 	}
 	return l
 }
 
 func expectLocked(t *testing.T, d *Driver, req driver.Request, why string) {
 	t.Helper()
-	l, err := d.TryAcquire(ctxFor(t), req)
+	l, err := d.Acquire(ctxFor(t), req)
 	if err == nil {
 		_ = l.Release(ctxFor(t))
-		t.Fatalf("TryAcquire(%q, %s, owner %q) succeeded, want ErrLocked: %s", req.Key, req.Mode, req.Owner, why)
+		t.Fatalf("Acquire(%q, %s, owner %q) succeeded, want ErrLocked: %s", req.Key, req.Mode, req.Owner, why)
 	}
 	if !errors.Is(err, driver.ErrLocked) {
-		t.Fatalf("TryAcquire(%q, %s, owner %q): got %v, want ErrLocked: %s", req.Key, req.Mode, req.Owner, err, why)
+		t.Fatalf("Acquire(%q, %s, owner %q): got %v, want ErrLocked: %s", req.Key, req.Mode, req.Owner, err, why)
 	}
 }
 
@@ -151,7 +158,7 @@ func TestExplicitAdvisoryKey(t *testing.T) {
 	}
 	mustRelease(t, l)
 
-	// A malformed explicit key is refused by the core, through the Validator.
+	// A malformed explicit key is refused by the core, through CheckKey.
 	c, err := dlock.New(d)
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +276,7 @@ func TestReentryWhileWriterWaits(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	defer cancel()
 	go func() {
-		l, err := d2.Acquire(ctx, reqFor(key, ttl))
+		l, err := d2.Acquire(ctx, block(reqFor(key, ttl)))
 		if err == nil {
 			err = l.Release(context.Background())
 		}
@@ -280,7 +287,7 @@ func TestReentryWhileWriterWaits(t *testing.T) {
 		expectLocked(t, d1, reqFor(key, ttl), "the group holds it")
 	}
 	start := time.Now()
-	a2, err := d1.TryAcquire(ctxFor(t), ownerReq(key, "a", driver.Exclusive, ttl))
+	a2, err := d1.Acquire(ctxFor(t), ownerReq(key, "a", driver.Exclusive, ttl))
 	if err != nil {
 		t.Fatalf("re-entry while a writer waits: %v", err)
 	}
@@ -311,7 +318,7 @@ func TestOwnerLockWaits(t *testing.T) {
 	plain := mustTry(t, d1, reqFor(key, ttl))
 	got := make(chan driver.Lease, 1)
 	go func() {
-		l, err := d2.Acquire(ctxFor(t), ownerReq(key, "b", driver.Exclusive, ttl))
+		l, err := d2.Acquire(ctxFor(t), block(ownerReq(key, "b", driver.Exclusive, ttl)))
 		if err != nil {
 			t.Errorf("owner Lock: %v", err)
 		}
@@ -344,9 +351,9 @@ func TestMarkerGuardsForeignSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.sessions.put(s)
-	_, err = d.TryAcquire(ctxFor(t), reqFor(key, time.Second))
+	_, err = d.Acquire(ctxFor(t), reqFor(key, time.Second))
 	if !errors.Is(err, ErrSessionChanged) {
-		t.Fatalf("TryAcquire on a foreign session: got %v, want ErrSessionChanged", err)
+		t.Fatalf("Acquire on a foreign session: got %v, want ErrSessionChanged", err)
 	}
 	if n := sessionsHolding(t, admin, KeyID(key)); n != 0 {
 		t.Fatalf("%d sessions hold the key after a refused statement, want 0: it must lock nothing on a foreign session", n)
@@ -374,6 +381,40 @@ func TestIdleSessionTimeoutRestored(t *testing.T) {
 	}
 }
 
+// TestNoLossAfterRelease: a released lease never reports a loss, not even
+// when its watched connection ends or its Driver closes afterwards, while a
+// held one reports Close's.
+func TestNoLossAfterRelease(t *testing.T) {
+	noLeaks(t)
+	d := newTestDriver(t)
+	var mu sync.Mutex
+	var reports []error
+	report := func(reason error) {
+		mu.Lock()
+		reports = append(reports, reason)
+		mu.Unlock()
+	}
+	released := mustTry(t, d, reqFor(testKey(t), 5*time.Second))
+	released.OnLoss(report)
+	if err := released.Extend(ctxFor(t), 5*time.Second); err != nil { // watched from now on
+		t.Fatalf("Extend: %v", err)
+	}
+	mustRelease(t, released)
+	held := mustTry(t, d, reqFor(testKey(t), 5*time.Second))
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if cause := lostWithin(t, held, 5*time.Second, "a held lease after Close"); !errors.Is(cause, driver.ErrClosed) {
+		t.Fatalf("loss reason after Close: %v, want ErrClosed", cause)
+	}
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reports) > 0 {
+		t.Errorf("the released lease reported losses: %v", reports)
+	}
+}
+
 func TestUseAfterClose(t *testing.T) {
 	noLeaks(t)
 	d := newTestDriver(t)
@@ -382,19 +423,14 @@ func TestUseAfterClose(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-l.(driver.LossReporter).Lost().Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("a held lease's Lost context was not cancelled by Close")
-	}
-	if cause := context.Cause(l.(driver.LossReporter).Lost()); !errors.Is(cause, driver.ErrClosed) {
-		t.Fatalf("Lost cause after Close: %v, want ErrClosed", cause)
+	if cause := lostWithin(t, l, 5*time.Second, "a held lease after Close"); !errors.Is(cause, driver.ErrClosed) {
+		t.Fatalf("loss reason after Close: %v, want ErrClosed", cause)
 	}
 	for name, err := range map[string]error{
-		"TryAcquire": errOf(d.TryAcquire(ctxFor(t), reqFor(key, time.Second))),
-		"Acquire":    errOf(d.Acquire(ctxFor(t), reqFor(key, time.Second))),
-		"Extend":     l.Extend(ctxFor(t), time.Second),
-		"Release":    l.Release(ctxFor(t)),
+		"Acquire":          errOf(d.Acquire(ctxFor(t), reqFor(key, time.Second))),
+		"blocking Acquire": errOf(d.Acquire(ctxFor(t), block(reqFor(key, time.Second)))),
+		"Extend":           l.Extend(ctxFor(t), time.Second),
+		"Release":          l.Release(ctxFor(t)),
 	} {
 		if !errors.Is(err, driver.ErrClosed) {
 			t.Errorf("%s after Close: got %v, want ErrClosed", name, err)
@@ -413,12 +449,12 @@ func TestConnLimit(t *testing.T) {
 	d := newTestDriver(t, WithMaxConns(1))
 	k1, k2 := testKey(t), testKey(t)
 	l1 := mustTry(t, d, reqFor(k1, 5*time.Second))
-	if _, err := d.TryAcquire(ctxFor(t), reqFor(k2, time.Second)); !errors.Is(err, ErrConnLimit) {
-		t.Fatalf("TryAcquire with the only connection holding a lock: got %v, want ErrConnLimit", err)
+	if _, err := d.Acquire(ctxFor(t), reqFor(k2, time.Second)); !errors.Is(err, ErrConnLimit) {
+		t.Fatalf("Acquire with the only connection holding a lock: got %v, want ErrConnLimit", err)
 	}
 	got := make(chan error, 1)
 	go func() {
-		l2, err := d.Acquire(ctxFor(t), reqFor(k2, time.Second))
+		l2, err := d.Acquire(ctxFor(t), block(reqFor(k2, time.Second)))
 		if err == nil {
 			err = l2.Release(ctxFor(t))
 		}
@@ -426,7 +462,7 @@ func TestConnLimit(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(ctxFor(t), 100*time.Millisecond)
 	defer cancel()
-	if _, err := d.Acquire(ctx, reqFor(testKey(t), time.Second)); err != context.DeadlineExceeded {
+	if _, err := d.Acquire(ctx, block(reqFor(testKey(t), time.Second))); err != context.DeadlineExceeded {
 		t.Fatalf("Acquire waiting for a connection past its deadline: got %v, want exactly context.DeadlineExceeded", err)
 	}
 	mustRelease(t, l1) // its connection passes to the waiting Acquire
@@ -453,7 +489,7 @@ func TestInspect(t *testing.T) {
 	l := mustTry(t, other, reqFor(key, 5*time.Second))
 	waiting := make(chan driver.Lease, 1)
 	go func() {
-		l, err := d.Acquire(ctxFor(t), reqFor(key, 5*time.Second))
+		l, err := d.Acquire(ctxFor(t), block(reqFor(key, 5*time.Second)))
 		if err != nil {
 			t.Errorf("Acquire: %v", err)
 		}

@@ -22,9 +22,10 @@ var ErrSessionChanged = errors.New("postgres: the server session changed under t
 // privilege on the schema. Run [Migration] once as a role that has it.
 var ErrMigration = errors.New("postgres: the dlock objects (sequence dlock_fence, table dlock_owner_groups) are missing and could not be created; run postgres.Migration as a role allowed to create them")
 
-// ErrConnLimit is wrapped by the error TryAcquire (TryLock) returns when every
-// connection the Driver may open ([WithMaxConns]) holds a lock or waits for
-// one, so that none is left for the attempt. TryLock does not wait for a
+// ErrConnLimit is wrapped by the error a try (an Acquire without
+// Request.Block, as TryLock makes) returns when every connection the Driver
+// may open ([WithMaxConns]) holds a lock or waits for one, so that none is
+// left for the attempt. TryLock does not wait for a
 // connection to come free; Lock does, for as long as its context allows.
 var ErrConnLimit = errors.New("postgres: every connection the driver may open holds a lock or waits for one; raise WithMaxConns (and the server's max_connections), or hold fewer locks at once")
 

@@ -9,10 +9,19 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
+// lostContext returns a context cancelled when l reports its loss, with the
+// reason as its cause, as the core listens (Lease.OnLoss, called once per
+// lease): at once when l was lost already.
+func lostContext(l driver.Lease) context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l.OnLoss(func(reason error) { cancel(reason) })
+	return ctx
+}
+
 // lostWithin waits up to d for l's loss report and returns its cause.
 func lostWithin(t *testing.T, l driver.Lease, d time.Duration, what string) error {
 	t.Helper()
-	lost := l.(driver.LossReporter).Lost()
+	lost := lostContext(l)
 	select {
 	case <-lost.Done():
 		return context.Cause(lost)
@@ -79,7 +88,7 @@ func TestServerSideExpiry(t *testing.T) {
 	if timer != nil {
 		t.Fatal("the driver keeps an expiry timer although the server expires the session")
 	}
-	l2, err := d2.Acquire(ctxFor(t), reqFor(key, ttl))
+	l2, err := d2.Acquire(ctxFor(t), block(reqFor(key, ttl)))
 	if err != nil {
 		t.Fatalf("contender's Acquire: %v", err)
 	}
@@ -135,7 +144,7 @@ func TestServerRestart(t *testing.T) {
 	mustRelease(t, mustTry(t, d2, reqFor(testKey(t), ttl))) // d2 has an idle connection
 	ctx := ctxFor(t)
 	stopErr := server.Server.Stop(ctx)
-	lost := l.(driver.LossReporter).Lost()
+	lost := lostContext(l)
 	select {
 	case <-lost.Done():
 	case <-time.After(15 * time.Second):
@@ -152,7 +161,7 @@ func TestServerRestart(t *testing.T) {
 	t.Logf("loss cause: %v", context.Cause(lost))
 	// d2's idle connection died with the server: the driver finds out and
 	// uses a new one.
-	l2, err := d2.Acquire(ctxFor(t), reqFor(key, ttl))
+	l2, err := d2.Acquire(ctxFor(t), block(reqFor(key, ttl)))
 	if err != nil {
 		t.Fatalf("Acquire after the restart: %v", err)
 	}
@@ -201,7 +210,7 @@ func TestServerPaused(t *testing.T) {
 	t.Logf("Extend: %v; loss cause: %v", err, cause)
 	time.Sleep(ttl) // the length of the fault
 	resume()
-	l2, err := d2.Acquire(ctxFor(t), reqFor(key, ttl))
+	l2, err := d2.Acquire(ctxFor(t), block(reqFor(key, ttl)))
 	if err != nil {
 		t.Fatalf("Acquire after the pause: %v", err)
 	}
@@ -234,7 +243,7 @@ func TestClientSideExpiry(t *testing.T) {
 	if timer == nil {
 		t.Fatal("no expiry timer where the server cannot expire the session")
 	}
-	l2, err := d2.Acquire(ctxFor(t), reqFor(key, ttl))
+	l2, err := d2.Acquire(ctxFor(t), block(reqFor(key, ttl)))
 	if err != nil {
 		t.Fatalf("contender's Acquire: %v", err)
 	}

@@ -8,8 +8,6 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-var _ driver.Inspector = (*Driver)(nil)
-
 // Inspect describes the lock key from pg_locks, without taking it: whether
 // it is held, in which mode, by how many sessions (readers, or the members
 // of an owner group), and how many sessions wait for it in PostgreSQL's

@@ -63,7 +63,7 @@ func explicitID(key string) (int64, bool) {
 	return id, true
 }
 
-// errBadExplicitKey is the Validator's answer for a key that looks like an
+// errBadExplicitKey is CheckKey's answer for a key that looks like an
 // AdvisoryKey but is not one.
 var errBadExplicitKey = errors.New(`keys starting with "\x00pg-advisory-key:" must be made by postgres.AdvisoryKey (a decimal int64 in canonical form)`)
 

@@ -11,7 +11,7 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// Reasons of a lease's end, as its Lost context reports them.
+// Reasons of a lease's end, as its lost context (and so OnLoss) reports them.
 var (
 	// errExpired: the lease was not renewed within its TTL, so the driver
 	// ended its session, as the server would (idle_session_timeout).
@@ -19,7 +19,8 @@ var (
 	// errNotHeldAnyMore: the heartbeat found the session alive but without
 	// the lock.
 	errNotHeldAnyMore = errors.New("postgres: the session no longer holds the advisory lock")
-	// errReleased ends the Lost context of a lease released normally.
+	// errReleased ends the lost context of a lease released normally (and is
+	// reported to no one).
 	errReleased = errors.New("postgres: the lease was released")
 	// errEnded: the lease has no session any more (lost or released).
 	errEnded = errors.New("postgres: the lease ended")
@@ -48,8 +49,18 @@ type lease struct {
 	token    uint64
 	validity atomic.Int64
 
+	// lost is cancelled, with the reason as its cause, when the lease ends:
+	// lost (the connection ended, the heartbeat found no lock, the TTL ran
+	// out, the Driver was closed) or released.
 	lost context.Context
 	lose context.CancelCauseFunc
+
+	// lossMu guards onLoss, which the callback that lost's AfterFunc runs
+	// calls under it, so that Release, which clears it, returns only once
+	// no call of it is under way.
+	lossMu   sync.Mutex
+	onLoss   func(error) // the core's (OnLoss); nil once told, and from Release on
+	stopLoss func() bool // stops lost's AfterFunc; nil before OnLoss
 
 	mu sync.Mutex
 	s  *session // nil once the lease ended
@@ -66,10 +77,7 @@ type lease struct {
 	released bool
 }
 
-var (
-	_ driver.Lease        = (*lease)(nil)
-	_ driver.LossReporter = (*lease)(nil)
-)
+var _ driver.Lease = (*lease)(nil)
 
 func (d *Driver) newLease(s *session, req driver.Request, k lockKeys, token uint64, validity time.Duration, started time.Time) *lease {
 	l := &lease{d: d, mode: req.Mode, owner: req.Owner, keys: k, check: k.main, token: token, s: s}
@@ -105,10 +113,50 @@ func (l *lease) Token() uint64 { return l.token }
 // started.
 func (l *lease) Validity() time.Duration { return time.Duration(l.validity.Load()) }
 
-// Lost returns a context cancelled when the lease ends: with the reason when
-// it is lost (the connection ended, the heartbeat found no lock, the TTL ran
-// out, the Driver was closed), and after Release.
-func (l *lease) Lost() context.Context { return l.lost }
+// OnLoss calls f, once, when the lease is lost: the connection ended, the
+// heartbeat found no lock, the TTL ran out, or the Driver was closed (with
+// driver.ErrClosed). At once, when it already was. It watches the lease's
+// lost context with context.AfterFunc, which Release stops: once Release
+// has returned, f is never called.
+func (l *lease) OnLoss(f func(reason error)) {
+	l.lossMu.Lock()
+	defer l.lossMu.Unlock()
+	if l.lost.Err() != nil {
+		if cause := context.Cause(l.lost); cause != errReleased {
+			f(cause)
+		}
+		return
+	}
+	l.onLoss = f
+	l.stopLoss = context.AfterFunc(l.lost, l.tellLoss)
+}
+
+// tellLoss runs when the lost context is cancelled: it tells the core why,
+// unless the lease was released.
+func (l *lease) tellLoss() {
+	cause := context.Cause(l.lost)
+	l.lossMu.Lock()
+	defer l.lossMu.Unlock()
+	if f := l.onLoss; f != nil && cause != errReleased {
+		l.onLoss = nil
+		f(cause)
+	}
+}
+
+// forgetLoss stops reporting losses: the core no longer listens.
+func (l *lease) forgetLoss() {
+	l.lossMu.Lock()
+	defer l.lossMu.Unlock()
+	l.onLoss = nil
+	if l.stopLoss != nil {
+		l.stopLoss()
+		l.stopLoss = nil
+	}
+}
+
+// Uncertain returns nil: the driver cannot tell a lock's state is unknown
+// before a heartbeat fails (the core then reports it uncertain itself).
+func (l *lease) Uncertain() error { return nil }
 
 // ended is called by the watch, from its goroutine, when the connection
 // ends: the lease is lost, and its session is dropped in the background
@@ -235,8 +283,7 @@ func (l *lease) finishLocked() {
 // session is the driver's (the same backend, the same marker), that it
 // still holds the lock (pg_locks), and restarts the server's idle timer with
 // ttl. A session that lost the lock, or that the server ended, returns
-// ErrNotHeld; a failure of the connection ends the lease (its Lost context
-// says why) and returns the failure. When ctx ends first, Extend returns its
+// ErrNotHeld; a failure of the connection ends the lease (OnLoss says why) and returns the failure. When ctx ends first, Extend returns its
 // error and the heartbeat goes on: its outcome still counts.
 func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.d.enter(ctx); err != nil {
@@ -309,8 +356,10 @@ func (l *lease) heartbeat(s *session, ttl time.Duration) error {
 // the session holds nothing else) and keeps the connection for the next
 // lock. A lease that already ended returns ErrNotHeld: its session, and so
 // its lock, is gone. When ctx ends before the unlock is done, the
-// connection is broken instead, which ends the session and its locks.
+// connection is broken instead, which ends the session and its locks. From
+// Release on, no loss is reported (OnLoss).
 func (l *lease) Release(ctx context.Context) error {
+	l.forgetLoss()
 	if err := l.d.enter(ctx); err != nil {
 		return err
 	}

@@ -74,7 +74,7 @@ func TestRefusesTransactionPooler(t *testing.T) {
 	var held []driver.Lease
 	refused := false
 	for i := range 3 {
-		l, err := d.TryAcquire(ctx, reqFor(testKey(t), 5*time.Second))
+		l, err := d.Acquire(ctx, reqFor(testKey(t), 5*time.Second))
 		switch {
 		case err == nil:
 			held = append(held, l)
@@ -83,7 +83,7 @@ func TestRefusesTransactionPooler(t *testing.T) {
 			refused = true
 			t.Logf("lock %d: %v", i, err)
 		default:
-			t.Errorf("TryAcquire through PgBouncer: got %v, want a lock or ErrSessionChanged", err)
+			t.Errorf("Acquire through PgBouncer: got %v, want a lock or ErrSessionChanged", err)
 		}
 	}
 	for _, l := range held {
@@ -112,12 +112,12 @@ func TestSessionPoolerWorks(t *testing.T) {
 	}
 	defer d2.Close()
 	key := testKey(t)
-	l1, err := d1.TryAcquire(ctx, reqFor(key, 5*time.Second))
+	l1, err := d1.Acquire(ctx, reqFor(key, 5*time.Second))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
-	if _, err := d2.TryAcquire(ctx, reqFor(key, time.Second)); !errors.Is(err, driver.ErrLocked) {
-		t.Fatalf("TryAcquire by another client: got %v, want ErrLocked", err)
+	if _, err := d2.Acquire(ctx, reqFor(key, time.Second)); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("Acquire by another client: got %v, want ErrLocked", err)
 	}
 	if err := l1.Extend(ctx, 5*time.Second); err != nil {
 		t.Fatalf("Extend: %v", err)
@@ -134,9 +134,9 @@ func TestSessionPoolerWorks(t *testing.T) {
 		t.Fatalf("Open after a client left: %v", err)
 	}
 	defer d3.Close()
-	l3, err := d3.TryAcquire(ctx, reqFor(key, time.Second))
+	l3, err := d3.Acquire(ctx, reqFor(key, time.Second))
 	if err != nil {
-		t.Fatalf("TryAcquire after a client left: %v", err)
+		t.Fatalf("Acquire after a client left: %v", err)
 	}
 	_ = l3.Release(ctx)
 }

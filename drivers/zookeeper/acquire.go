@@ -11,7 +11,7 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// attempt is one TryAcquire or Acquire call.
+// attempt is one Acquire call: a try, or (wait) a blocking one.
 type attempt struct {
 	d       *Driver
 	req     driver.Request
@@ -31,7 +31,7 @@ type mine struct {
 	czxid int64 // 0 until read
 }
 
-// errVanished: a TryAcquire's node disappeared before it could be looked at,
+// errVanished: a try's node disappeared before it could be looked at,
 // again and again (someone deletes the lock's nodes by hand).
 var errVanished = errors.New("zookeeper: the lock node disappeared as soon as it was created")
 
@@ -247,8 +247,8 @@ func (a *attempt) create(ctx context.Context) error {
 }
 
 // awaitSession waits for the session to come back: for as long as ctx lets
-// an Acquire, and for at most one session timeout from its start a TryAcquire,
-// which then gives up with ErrDisconnected (the session has likely expired by
+// a blocking Acquire, and for at most one session timeout from its start a
+// try, which then gives up with ErrDisconnected (the session has likely expired by
 // then, and the caller should hear of the outage).
 func (a *attempt) awaitSession(ctx context.Context) error {
 	d := a.d

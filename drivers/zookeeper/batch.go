@@ -11,8 +11,6 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-var _ driver.BatchExtender = (*Driver)(nil)
-
 // A batch's checks go out in multis of at most batchOps operations and
 // batchBytes bytes of request. The byte budget is what keeps a multi valid:
 // the server drops the connection (and with it every request in flight) on

@@ -104,7 +104,7 @@ func acquireMany(tb testing.TB, d *Driver, prefix string, n int) []driver.Lease 
 		wg.Go(func() {
 			defer func() { <-sem }()
 			req := driver.Request{Key: fmt.Sprintf("%s/%d", prefix, i), ID: newID(), TTL: batchSession, Mode: driver.Exclusive}
-			leases[i], errs[i] = d.TryAcquire(ctxFor(tb), req)
+			leases[i], errs[i] = d.Acquire(ctxFor(tb), req)
 		})
 	}
 	wg.Wait()
@@ -139,11 +139,11 @@ func extendBatch(t *testing.T, d *Driver, w *wire, leases []driver.Lease) ([]err
 func lost(l driver.Lease) bool { return lostContext(l).Err() != nil }
 
 // lostContext returns a context cancelled when l reports its loss, with the
-// reason as its cause, as the core listens (driver.LossNotifier): at once
+// reason as its cause, as the core listens (Lease.OnLoss): at once
 // when l was lost already.
 func lostContext(l driver.Lease) context.Context {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	l.(driver.LossNotifier).OnLoss(func(reason error) { cancel(reason) })
+	l.OnLoss(func(reason error) { cancel(reason) })
 	return ctx
 }
 
@@ -271,15 +271,15 @@ func TestExtendBatchLost(t *testing.T) {
 func TestExtendBatchEntry(t *testing.T) {
 	d, w := countedDriver(t, batchSession)
 	conn := rawConn(t)
-	other, err := d.TryAcquire(ctxFor(t), driver.Request{Key: "plain", ID: newID(), TTL: batchSession})
+	other, err := d.Acquire(ctxFor(t), driver.Request{Key: "plain", ID: newID(), TTL: batchSession})
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := d.TryAcquire(ctxFor(t), driver.Request{Key: "reentrant", ID: newID(), TTL: batchSession, Owner: "o"})
+	first, err := d.Acquire(ctxFor(t), driver.Request{Key: "reentrant", ID: newID(), TTL: batchSession, Owner: "o"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	joined, err := d.TryAcquire(ctxFor(t), driver.Request{Key: "reentrant", ID: newID(), TTL: batchSession, Owner: "o"})
+	joined, err := d.Acquire(ctxFor(t), driver.Request{Key: "reentrant", ID: newID(), TTL: batchSession, Owner: "o"})
 	if err != nil {
 		t.Fatal(err)
 	}

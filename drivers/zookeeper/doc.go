@@ -19,24 +19,23 @@
 //
 // # Capabilities
 //
-// Everything the driver contract offers except release notifications, which
-// a server-side queue makes unnecessary:
-//   - exclusive locks, and read-write locks (driver.Featurer Shared) by the
-//     recipe's read and write nodes: a reader waits for the last writer ahead
-//     of it, a writer for the node just ahead of it. Readers join only while
-//     no writer waits ahead of them, so writers are not starved;
-//   - server-side waiting (driver.Blocker): Acquire queues and waits on a
-//     watch; TryAcquire queues and, unless granted at once, deletes its node
-//     and returns ErrLocked;
-//   - reentrant locks (driver.Featurer Reentrant): a request whose owner
-//     holds the lock in the same mode joins that hold at once, from any
-//     client (see below);
-//   - batched renewal (driver.BatchExtender): many leases confirmed in one
-//     multi (see "Sessions and TTLs");
-//   - fencing tokens; loss reports (driver.LossNotifier) when the session
-//     ends, and uncertainty reports (driver.UncertaintyReporter) while the
-//     client is disconnected; the backend's TTL and key rules
-//     (driver.Validator).
+// Capabilities: Shared, Reentrant, Blocking, MinTTL and MaxTTL (one to two
+// session timeouts, see "Sessions and TTLs"), BatchExtender. No Notifier,
+// which a server-side queue makes unnecessary, and no Inspector. In detail:
+//   - exclusive locks, and read-write locks (Shared) by the recipe's read
+//     and write nodes: a reader waits for the last writer ahead of it, a
+//     writer for the node just ahead of it. Readers join only while no
+//     writer waits ahead of them, so writers are not starved;
+//   - server-side waiting (Blocking): a blocking Acquire (Request.Block)
+//     queues and waits on a watch; a try queues and, unless granted at once,
+//     deletes its node and returns ErrLocked;
+//   - reentrant locks (Reentrant): a request whose owner holds the lock in
+//     the same mode joins that hold at once, from any client (see below);
+//   - batched renewal (BatchExtender): many leases confirmed in one multi
+//     (see "Sessions and TTLs");
+//   - fencing tokens; loss reports (Lease.OnLoss) when the session ends, and
+//     uncertainty reports (Lease.Uncertain) while the client is
+//     disconnected.
 //
 // A cancelled Acquire deletes its waiting node before it returns ctx's error.
 // A create whose reply is lost on a connection drop is recovered: every node
@@ -71,7 +70,7 @@
 //     with [ErrDisconnected], which the core counts as a failed renewal, and
 //     Lease.Uncertain reports the disconnection. The core renews the leases
 //     of a Driver that fall due together in one batch ([Driver.ExtendBatch],
-//     driver.BatchExtender): one multi carries the checks of up to 1,000
+//     the BatchExtender): one multi carries the checks of up to 1,000
 //     leases (fewer with very long keys, to stay within the server's 1 MiB
 //     request limit), and a missing node is reported for its own lease
 //     alone while the others are still confirmed.
@@ -80,10 +79,11 @@
 //     later: dlock does not wait for that. A disconnection that lasts past
 //     the lease's validity (at most T) is treated as a loss, at the validity
 //     deadline; a shorter one only makes the lease uncertain.
-//   - The core's TTL must lie between T and 2T ([Driver.ValidateTTL]). Below
-//     T, the TTL could not be honoured: a holder that crashes keeps its lock
-//     until its session expires, T later. Above 2T, leases could lapse before
-//     their renewal. Within the range, a lease's validity is T.
+//   - The core's TTL must lie between T and 2T (Capabilities MinTTL and
+//     MaxTTL, read when the Client is made). Below T, the TTL could not be
+//     honoured: a holder that crashes keeps its lock until its session
+//     expires, T later. Above 2T, leases could lapse before their renewal.
+//     Within the range, a lease's validity is T.
 //   - A holder that stays alive but stops renewing (its renewals hang, or it
 //     lets the lease lapse without renewal) would keep its node as long as
 //     its session lives; so the Driver removes the node itself once the

@@ -14,11 +14,10 @@ import (
 	"github.com/dlock-go/dlock/internal/deadline"
 )
 
-// Driver is a dlock driver over one ZooKeeper session. It implements
-// driver.Driver, driver.Blocker, driver.Featurer, driver.Validator and
-// driver.BatchExtender, and its leases driver.LossNotifier and
-// driver.UncertaintyReporter. Make it with [Dial], with [New] over a
-// connection the caller owns, or through dlock.Open with a "zk://" URL. It is safe for concurrent use.
+// Driver is a dlock driver over one ZooKeeper session; [Driver.Capabilities]
+// lists what it can do. Make it with [Dial], with [New] over a connection
+// the caller owns, or through dlock.Open with a "zk://" URL. It is safe for
+// concurrent use.
 type Driver struct {
 	conn  *zk.Conn
 	owned bool // the connection was made by the Driver, so Close closes it
@@ -48,12 +47,7 @@ type Driver struct {
 	stats stats
 }
 
-var (
-	_ driver.Driver    = (*Driver)(nil)
-	_ driver.Blocker   = (*Driver)(nil)
-	_ driver.Featurer  = (*Driver)(nil)
-	_ driver.Validator = (*Driver)(nil)
-)
+var _ driver.Driver = (*Driver)(nil)
 
 // stats counts what the tests need to see of the Driver's work.
 type stats struct {
@@ -170,46 +164,38 @@ func (d *Driver) forget(l *lease) {
 	d.mu.Unlock()
 }
 
-// Features reports read-write and reentrant locks.
-func (d *Driver) Features() driver.Features {
-	return driver.Features{Shared: true, Reentrant: true}
-}
-
-// ValidateKey accepts every key the core accepts: the escaping in "Keys" of
-// the package documentation maps any byte string onto a valid node name.
-func (d *Driver) ValidateKey(string) error { return nil }
-
-// ValidateTTL accepts TTLs from one to two session timeouts. A shorter TTL
-// cannot be honoured: a holder that crashes keeps its lock until its session
-// expires, a session timeout later. A longer one breaks renewal: dlock renews
-// every TTL/3, and a lease is valid for one session timeout after its last
-// confirmation.
-func (d *Driver) ValidateTTL(ttl time.Duration) error {
+// Capabilities reports read-write and reentrant locks, waiting in the
+// lock's queue of sequence nodes (Blocking), batched renewal, and TTLs from
+// one to two session timeouts (as granted when it is called: the core calls
+// it once, when a Client is made). A shorter TTL cannot be honoured: a
+// holder that crashes keeps its lock until its session expires, a session
+// timeout later. A longer one breaks renewal: dlock renews every TTL/3, and
+// a lease is valid for one session timeout after its last confirmation.
+// Every key the core accepts is accepted: the escaping in "Keys" of the
+// package documentation maps any byte string onto a valid node name.
+func (d *Driver) Capabilities() driver.Capabilities {
 	st := d.SessionTimeout()
-	switch {
-	case ttl < st:
-		return fmt.Errorf("zookeeper: TTL %v is shorter than the session timeout %v, which is how long a crashed holder keeps its lock", ttl, st)
-	case ttl > 2*st:
-		return fmt.Errorf("zookeeper: TTL %v is longer than twice the session timeout %v: leases renewed every TTL/3 would lapse first", ttl, st)
+	return driver.Capabilities{
+		Shared:        true,
+		Reentrant:     true,
+		Blocking:      true,
+		MinTTL:        st,
+		MaxTTL:        2 * st,
+		TTLReason:     fmt.Sprintf("the ZooKeeper session timeout is %v: a crashed holder keeps its lock that long, so a shorter TTL cannot be honoured, and a lease is valid that long after its last confirmation, so above twice that, leases renewed every TTL/3 would lapse first", st),
+		BatchExtender: d,
 	}
-	return nil
 }
 
-// TryAcquire queues for the lock and, unless the lock is granted at once,
-// leaves the queue again: it returns ErrLocked having deleted its node. A
-// client cut off from the ensemble waits for its session to come back for
-// at most one session timeout (bounded by ctx), then fails with
-// ErrDisconnected.
-func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, req, false)
-}
-
-// Acquire queues for the lock and waits, watching only the node ahead of its
-// own, until the lock is granted or ctx ends; it rides out disconnections
-// (re-queueing if its session expired meanwhile). When ctx ends it deletes
-// its node and returns ctx's error.
+// Acquire queues for the lock. Without req.Block it leaves the queue again
+// unless the lock is granted at once: it returns ErrLocked having deleted its
+// node; a client cut off from the ensemble waits for its session to come
+// back for at most one session timeout (bounded by ctx), then fails with
+// ErrDisconnected. With req.Block it waits, watching only the node ahead of
+// its own, until the lock is granted or ctx ends; it rides out
+// disconnections (re-queueing if its session expired meanwhile). When ctx
+// ends it deletes its node and returns ctx's error.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, req, true)
+	return d.acquire(ctx, req, req.Block)
 }
 
 // Close ends the Driver. Its held locks are lost and reported so: for a

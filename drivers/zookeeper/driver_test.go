@@ -69,28 +69,41 @@ func request(key string, mode driver.Mode) driver.Request {
 	return driver.Request{Key: key, ID: newID(), TTL: testSession, Mode: mode}
 }
 
-func TestValidateTTL(t *testing.T) {
+// block makes req a blocking one: it waits in the lock's queue.
+func block(req driver.Request) driver.Request {
+	req.Block = true
+	return req
+}
+
+// TestTTLLimits checks the TTL range the Driver declares (one to two session
+// timeouts) and that the core applies it.
+func TestTTLLimits(t *testing.T) {
 	conn := rawConn(t)
 	d, err := New(conn, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	for ttl, ok := range map[time.Duration]bool{
-		9 * time.Second: false, 10 * time.Second: true, 15 * time.Second: true,
-		20 * time.Second: true, 21 * time.Second: false,
-	} {
-		if err := d.ValidateTTL(ttl); (err == nil) != ok {
-			t.Errorf("ValidateTTL(%v) = %v, want ok %v", ttl, err, ok)
-		}
+	caps := d.Capabilities()
+	if caps.MinTTL != 10*time.Second || caps.MaxTTL != 20*time.Second || caps.TTLReason == "" {
+		t.Errorf("Capabilities: MinTTL %v, MaxTTL %v, TTLReason %q; want 10s, 20s and a reason", caps.MinTTL, caps.MaxTTL, caps.TTLReason)
 	}
 	c, err := dlock.New(d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close(t.Context())
-	if _, err := c.Mutex("k", dlock.WithTTL(time.Second)); !errors.Is(err, dlock.ErrInvalidTTL) {
-		t.Errorf("Mutex with a TTL below the session timeout: got %v, want ErrInvalidTTL", err)
+	for ttl, ok := range map[time.Duration]bool{
+		time.Second: false, 9 * time.Second: false, 10 * time.Second: true, 15 * time.Second: true,
+		20 * time.Second: true, 21 * time.Second: false,
+	} {
+		_, err := c.Mutex("k", dlock.WithTTL(ttl))
+		if ok && err != nil {
+			t.Errorf("Mutex with TTL %v and a 10 s session: %v", ttl, err)
+		}
+		if !ok && !errors.Is(err, dlock.ErrInvalidTTL) {
+			t.Errorf("Mutex with TTL %v and a 10 s session: got %v, want ErrInvalidTTL", ttl, err)
+		}
 	}
 	if _, err := c.Mutex("k"); err != nil {
 		t.Errorf("Mutex with the default TTL (15 s) and a 10 s session: %v", err)
@@ -130,7 +143,7 @@ func TestHerd(t *testing.T) {
 	base, key := testBase(), "herd"
 	conn := rawConn(t)
 	holder := dialSession(t, serverAddr(t), base, session)
-	first, err := holder.TryAcquire(ctxFor(t), herdRequest(key))
+	first, err := holder.Acquire(ctxFor(t), herdRequest(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +158,7 @@ func TestHerd(t *testing.T) {
 	for i := range drivers {
 		drivers[i] = dialSession(t, serverAddr(t), base, session)
 		wg.Go(func() {
-			l, err := drivers[i].Acquire(ctxFor(t), herdRequest(key))
+			l, err := drivers[i].Acquire(ctxFor(t), block(herdRequest(key)))
 			if err != nil {
 				errs <- err
 				return

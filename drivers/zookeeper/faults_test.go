@@ -24,7 +24,7 @@ func TestLostCreateReply(t *testing.T) {
 	// create into a missing directory fails, and its reply would be lost
 	// for nothing) and the recovering Acquire has to wait its turn.
 	holder := dialAddr(t, serverAddr(t), base)
-	hl, err := holder.TryAcquire(ctxFor(t), request(key, driver.Exclusive))
+	hl, err := holder.Acquire(ctxFor(t), request(key, driver.Exclusive))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestLostCreateReply(t *testing.T) {
 	}
 	got := make(chan result, 1)
 	go func() {
-		l, err := d.Acquire(ctxFor(t), req)
+		l, err := d.Acquire(ctxFor(t), block(req))
 		got <- result{l, err}
 	}()
 	<-swallowed
@@ -64,15 +64,15 @@ func TestLostCreateReply(t *testing.T) {
 		t.Fatalf("Release: %v", err)
 	}
 
-	// TryAcquire does not wait for the outcome: it fails, and the Driver
+	// A try (no Block) does not wait for the outcome: it fails, and the Driver
 	// removes the node in the background once connected again.
-	if hl, err = holder.TryAcquire(ctxFor(t), request(key, driver.Exclusive)); err != nil {
+	if hl, err = holder.Acquire(ctxFor(t), request(key, driver.Exclusive)); err != nil {
 		t.Fatal(err)
 	}
 	swallowed = p.swallowNextCreate()
 	failed := make(chan error, 1)
 	go func() {
-		_, err := d.TryAcquire(ctxFor(t), request(key, driver.Exclusive))
+		_, err := d.Acquire(ctxFor(t), request(key, driver.Exclusive))
 		failed <- err
 	}()
 	<-swallowed
@@ -81,7 +81,7 @@ func TestLostCreateReply(t *testing.T) {
 	})
 	p.cut()
 	if err := <-failed; err == nil || errors.Is(err, driver.ErrLocked) {
-		t.Fatalf("TryAcquire whose create's reply was lost: got %v, want a connection error", err)
+		t.Fatalf("Acquire whose create's reply was lost: got %v, want a connection error", err)
 	}
 	waitUntil(t, 3*testSession, "the orphan node removed", func() bool {
 		return len(children(t, conn, base, key)) == 1
@@ -97,7 +97,7 @@ func TestCancelledAcquire(t *testing.T) {
 	base, key := testBase(), "cancel"
 	conn := rawConn(t)
 	holder, waiter := dialAddr(t, serverAddr(t), base), dialAddr(t, serverAddr(t), base)
-	l, err := holder.TryAcquire(ctxFor(t), request(key, driver.Exclusive))
+	l, err := holder.Acquire(ctxFor(t), request(key, driver.Exclusive))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestCancelledAcquire(t *testing.T) {
 		ctx, cancel := context.WithCancel(ctxFor(t))
 		done := make(chan error, 1)
 		go func() {
-			_, err := waiter.Acquire(ctx, request(key, mode))
+			_, err := waiter.Acquire(ctx, block(request(key, mode)))
 			done <- err
 		}()
 		waitUntil(t, 10*time.Second, "the waiter queued", func() bool {

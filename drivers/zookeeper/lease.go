@@ -47,11 +47,7 @@ type lease struct {
 // not kept, as a held lock should cost little memory.
 func (l *lease) dir() string { return l.path[:strings.LastIndexByte(l.path, '/')] }
 
-var (
-	_ driver.Lease               = (*lease)(nil)
-	_ driver.LossNotifier        = (*lease)(nil)
-	_ driver.UncertaintyReporter = (*lease)(nil)
-)
+var _ driver.Lease = (*lease)(nil)
 
 // newLease makes a held lease valid for validity from started, and registers
 // it with the Driver, which reports its loss when the session ends.

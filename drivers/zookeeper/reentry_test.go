@@ -22,11 +22,11 @@ func TestReentryOutlivesFirstEntry(t *testing.T) {
 	conn := rawConn(t)
 	da, db, dc := dialAddr(t, serverAddr(t), base), dialAddr(t, serverAddr(t), base), dialAddr(t, serverAddr(t), base)
 	for _, mode := range []driver.Mode{driver.Exclusive, driver.Shared} {
-		la, err := da.TryAcquire(ctxFor(t), ownerRequest(key, "o", mode))
+		la, err := da.Acquire(ctxFor(t), ownerRequest(key, "o", mode))
 		if err != nil {
 			t.Fatal(err)
 		}
-		lb, err := db.TryAcquire(ctxFor(t), ownerRequest(key, "o", mode))
+		lb, err := db.Acquire(ctxFor(t), ownerRequest(key, "o", mode))
 		if err != nil {
 			t.Fatalf("%v re-entry from another client: %v", mode, err)
 		}
@@ -36,7 +36,7 @@ func TestReentryOutlivesFirstEntry(t *testing.T) {
 		if err := la.Release(ctxFor(t)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := dc.TryAcquire(ctxFor(t), request(key, driver.Exclusive)); !errors.Is(err, driver.ErrLocked) {
+		if _, err := dc.Acquire(ctxFor(t), request(key, driver.Exclusive)); !errors.Is(err, driver.ErrLocked) {
 			t.Fatalf("%v: writer after the first entry left, the second still in: got %v, want ErrLocked", mode, err)
 		}
 		if err := lb.Extend(ctxFor(t), testSession); err != nil {
@@ -57,11 +57,11 @@ func TestReentryDeadEntry(t *testing.T) {
 	base, key := testBase(), "dead-entry"
 	conn := rawConn(t)
 	da, db, dc := dialAddr(t, serverAddr(t), base), dialAddr(t, serverAddr(t), base), dialAddr(t, serverAddr(t), base)
-	la, err := da.TryAcquire(ctxFor(t), ownerRequest(key, "o", driver.Exclusive))
+	la, err := da.Acquire(ctxFor(t), ownerRequest(key, "o", driver.Exclusive))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := db.TryAcquire(ctxFor(t), ownerRequest(key, "o", driver.Exclusive))
+	lb, err := db.Acquire(ctxFor(t), ownerRequest(key, "o", driver.Exclusive))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,9 +75,9 @@ func TestReentryDeadEntry(t *testing.T) {
 	if err := la.Release(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	lc, err := dc.TryAcquire(ctxFor(t), request(key, driver.Exclusive))
+	lc, err := dc.Acquire(ctxFor(t), request(key, driver.Exclusive))
 	if err != nil {
-		t.Fatalf("TryAcquire after the only live entry left: %v (the dead entry kept the lock?)", err)
+		t.Fatalf("Acquire after the only live entry left: %v (the dead entry kept the lock?)", err)
 	}
 	if err := lc.Release(ctxFor(t)); err != nil {
 		t.Fatal(err)
@@ -92,10 +92,10 @@ func TestReentryDeadEntry(t *testing.T) {
 func TestReentryAnchorDies(t *testing.T) {
 	base, key := testBase(), "anchor-dies"
 	da, db, dc := dialAddr(t, serverAddr(t), base), dialAddr(t, serverAddr(t), base), dialAddr(t, serverAddr(t), base)
-	if _, err := da.TryAcquire(ctxFor(t), ownerRequest(key, "o", driver.Exclusive)); err != nil {
+	if _, err := da.Acquire(ctxFor(t), ownerRequest(key, "o", driver.Exclusive)); err != nil {
 		t.Fatal(err)
 	}
-	lb, err := db.TryAcquire(ctxFor(t), ownerRequest(key, "o", driver.Exclusive))
+	lb, err := db.Acquire(ctxFor(t), ownerRequest(key, "o", driver.Exclusive))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,9 +103,9 @@ func TestReentryAnchorDies(t *testing.T) {
 	if err := lb.Extend(ctxFor(t), testSession); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("Extend of an entry whose anchor died: got %v, want ErrNotHeld", err)
 	}
-	lc, err := dc.TryAcquire(ctxFor(t), request(key, driver.Exclusive))
+	lc, err := dc.Acquire(ctxFor(t), request(key, driver.Exclusive))
 	if err != nil {
-		t.Fatalf("TryAcquire after the hold's anchor died: %v", err)
+		t.Fatalf("Acquire after the hold's anchor died: %v", err)
 	}
 	_ = lc.Release(ctxFor(t))
 }
@@ -119,7 +119,7 @@ func TestCallerConnClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := d.TryAcquire(ctxFor(t), request(key, driver.Exclusive))
+	l, err := d.Acquire(ctxFor(t), request(key, driver.Exclusive))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestCallerConnClose(t *testing.T) {
 	if names := children(t, conn, base, key); len(names) != 0 {
 		t.Errorf("nodes after Close: %v, want none", names)
 	}
-	if _, err := d.TryAcquire(ctxFor(t), request(key, driver.Exclusive)); !errors.Is(err, driver.ErrClosed) {
-		t.Errorf("TryAcquire after Close: %v, want ErrClosed", err)
+	if _, err := d.Acquire(ctxFor(t), request(key, driver.Exclusive)); !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("Acquire after Close: %v, want ErrClosed", err)
 	}
 }
