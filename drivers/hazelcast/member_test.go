@@ -28,11 +28,11 @@ func TestSharedClientOwnershipMember(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	key := testKey(t)
-	l, err := d1.TryAcquire(ctxFor(t), request(key, 10*time.Second))
+	l, err := d1.Acquire(ctxFor(t), request(key, 10*time.Second))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
-	if _, err := d2.TryAcquire(ctxFor(t), request(key, 10*time.Second)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := d2.Acquire(ctxFor(t), request(key, 10*time.Second)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("a second Driver on the same client: %v, want ErrLocked", err)
 	}
 	m, err := hz.GetMap(ctxFor(t), mapName)
@@ -60,7 +60,7 @@ func TestSharedClientOwnershipMember(t *testing.T) {
 	if !hz.Running() {
 		t.Error("Close shut down the caller's client")
 	}
-	if _, err := d2.TryAcquire(ctxFor(t), request(key, 10*time.Second)); err != nil {
+	if _, err := d2.Acquire(ctxFor(t), request(key, 10*time.Second)); err != nil {
 		t.Errorf("the other Driver after Close: %v", err)
 	}
 }
@@ -75,9 +75,9 @@ func TestExtendAfterForceUnlockMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := testKey(t)
-	l, err := d.TryAcquire(ctxFor(t), request(key, 10*time.Second))
+	l, err := d.Acquire(ctxFor(t), request(key, 10*time.Second))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
 	if err := m.ForceUnlock(ctxFor(t), mapKey(key)); err != nil {
 		t.Fatal(err)
@@ -96,9 +96,9 @@ func TestEscapedKeysStayDistinctMember(t *testing.T) {
 	base := testKey(t)
 	var held []driver.Lease
 	for _, k := range []string{base + "\xff", base + "%FF", base + "%25FF", base + "\uFFFD"} {
-		l, err := d.TryAcquire(ctxFor(t), request(k, 10*time.Second))
+		l, err := d.Acquire(ctxFor(t), request(k, 10*time.Second))
 		if err != nil {
-			t.Fatalf("TryAcquire(%q) while holding %d twins: %v", k, len(held), err)
+			t.Fatalf("Acquire(%q) while holding %d twins: %v", k, len(held), err)
 		}
 		held = append(held, l)
 	}
@@ -135,14 +135,14 @@ func TestCancelledWaitMember(t *testing.T) {
 	spy := spyAPI{api: waiter.api, waiting: make(chan struct{}, 1)}
 	waiter.api = spy
 	key := testKey(t)
-	l, err := holder.TryAcquire(ctxFor(t), request(key, 10*time.Second))
+	l, err := holder.Acquire(ctxFor(t), request(key, 10*time.Second))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	errc := make(chan error, 1)
 	go func() {
-		_, err := waiter.Acquire(ctx, request(key, 10*time.Second))
+		_, err := waiter.Acquire(ctx, blocking(request(key, 10*time.Second)))
 		errc <- err
 	}()
 	<-spy.waiting // the wait is on its way to the member
@@ -154,7 +154,7 @@ func TestCancelledWaitMember(t *testing.T) {
 		t.Fatalf("cancelled Acquire: %v, want exactly context.Canceled", err)
 	}
 	probe := openMember(t, mapName)
-	lp, err := probe.TryAcquire(ctxFor(t), request(key, 10*time.Second))
+	lp, err := probe.Acquire(ctxFor(t), request(key, 10*time.Second))
 	if err != nil {
 		t.Fatalf("the lock is not free after a cancelled Acquire returned: %v", err)
 	}
@@ -166,11 +166,12 @@ func TestCancelledWaitMember(t *testing.T) {
 func TestDisconnectReportsLossMember(t *testing.T) {
 	server.NeedFaults(t)
 	d := openMember(t, testMapName())
-	l, err := d.TryAcquire(ctxFor(t), request(testKey(t), 10*time.Second))
+	l, err := d.Acquire(ctxFor(t), request(testKey(t), 10*time.Second))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
-	lost := l.(driver.LossReporter).Lost()
+	lost := make(chan error, 1)
+	l.OnLoss(func(reason error) { lost <- reason })
 	// Generous: a JVM restarting on a loaded 2-core machine can take a
 	// minute, and the client then reconnects after its retry backoff
 	// (growing from 1 s while the member was down, up to 30 s).
@@ -185,16 +186,17 @@ func TestDisconnectReportsLossMember(t *testing.T) {
 			_ = server.Server.Start(context.Background())
 		}
 	})
+	var cause error
 	select {
-	case <-lost.Done():
+	case cause = <-lost:
 	case <-ctx.Done():
 		t.Fatal("no loss reported after the member stopped")
 	}
-	if cause := context.Cause(lost); !errors.Is(cause, errDisconnected) {
-		t.Errorf("Lost cause %v, want errDisconnected", cause)
+	if !errors.Is(cause, errDisconnected) {
+		t.Errorf("loss reported with %v, want errDisconnected", cause)
 	}
-	if _, err := d.TryAcquire(ctxFor(t), request(testKey(t), 10*time.Second)); !errors.Is(err, errNotConnected) {
-		t.Errorf("TryAcquire while disconnected: %v, want errNotConnected", err)
+	if _, err := d.Acquire(ctxFor(t), request(testKey(t), 10*time.Second)); !errors.Is(err, errNotConnected) {
+		t.Errorf("Acquire while disconnected: %v, want errNotConnected", err)
 	}
 	// The driver is closed before the member comes back: a client that
 	// reconnects while the member restarts can hang in hazelcast-go-client
