@@ -81,7 +81,7 @@ func outageHarness(report func(error) error) Harness {
 			if err := o.check(); err != nil {
 				return nil, report(err)
 			}
-			return d.Driver.TryAcquire(ctx, req)
+			return d.Driver.Acquire(ctx, req)
 		}
 		return d, nil
 	}

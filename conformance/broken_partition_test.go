@@ -68,11 +68,11 @@ type gatedDriver struct {
 	link *gateLink
 }
 
-func (d gatedDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+func (d gatedDriver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	if err := d.link.pass(ctx); err != nil {
 		return nil, err
 	}
-	l, err := d.Driver.TryAcquire(ctx, req)
+	l, err := d.Driver.Acquire(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func sessionWithoutIdleTimeout(_ *memory.Backend, d *plainDriver, _ int64) drive
 	d.acquire = func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
 		forever := req
 		forever.TTL = 24 * time.Hour // the session's lifetime, not the TTL
-		return d.Driver.TryAcquire(ctx, forever)
+		return d.Driver.Acquire(ctx, forever)
 	}
 	d.lease = func(l *plainLease) driver.Lease {
 		sl := &sessionLease{plainLease: l, s: s}

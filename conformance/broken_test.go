@@ -16,12 +16,14 @@ import (
 // ("Broken patterns the suite must catch"). Each models, over the in-process
 // backend, what the broken algorithm does to a real key-value server.
 //
-// Every one of them is built on plainDriver, which hides the memory driver's
-// optional capabilities, so that the core waits by polling and learns of
-// losses by renewal, as it would over a plain key-value server. The unbroken
+// Every one of them is built on plainDriver, which declares none of the
+// memory driver's capabilities (zero Capabilities) and whose leases report
+// nothing, so that the core waits by polling and learns of losses by
+// renewal, as it would over a plain key-value server. The unbroken
 // plainDriver passes every case the broken ones are expected to fail.
 
-// plainDriver is the memory driver behind the plain Driver and Lease methods.
+// plainDriver is the memory driver with zero Capabilities, its leases
+// reporting no loss.
 type plainDriver struct {
 	driver.Driver
 	b *memory.Backend
@@ -30,13 +32,18 @@ type plainDriver struct {
 	lease   func(l *plainLease) driver.Lease
 }
 
-func (d *plainDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+// Capabilities declares none: plain exclusive locks, waited for by polling.
+func (d *plainDriver) Capabilities() driver.Capabilities { return driver.Capabilities{} }
+
+// Acquire tries once (the core sends no Request.Block: plainDriver is not
+// Blocking).
+func (d *plainDriver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	var l driver.Lease
 	var err error
 	if d.acquire != nil {
 		l, err = d.acquire(ctx, d, req)
 	} else {
-		l, err = d.Driver.TryAcquire(ctx, req)
+		l, err = d.Driver.Acquire(ctx, req)
 	}
 	if err != nil {
 		return nil, err
@@ -54,10 +61,16 @@ type plainLease struct {
 	req driver.Request
 }
 
+// OnLoss reports nothing, as over a plain key-value server.
+func (*plainLease) OnLoss(func(error)) {}
+
+// Uncertain is never: the core learns of trouble by renewal.
+func (*plainLease) Uncertain() error { return nil }
+
 // sharedDriver adds read-write locks to a plainDriver.
 type sharedDriver struct{ *plainDriver }
 
-func (sharedDriver) Features() driver.Features { return driver.Features{Shared: true} }
+func (sharedDriver) Capabilities() driver.Capabilities { return driver.Capabilities{Shared: true} }
 
 // brokenHarness makes clients over one fresh backend, each built by make.
 func brokenHarness(make func(b *memory.Backend, d *plainDriver, n int64) driver.Driver) Harness {
@@ -82,7 +95,7 @@ func acquireWithoutExpiry(_ *memory.Backend, d *plainDriver, _ int64) driver.Dri
 	d.acquire = func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
 		forever := req
 		forever.TTL = 24 * time.Hour // SETNX without EXPIRE
-		return d.Driver.TryAcquire(ctx, forever)
+		return d.Driver.Acquire(ctx, forever)
 	}
 	d.lease = func(l *plainLease) driver.Lease { return &ttlReporting{l} }
 	return d
@@ -98,14 +111,14 @@ func (l *ttlReporting) Validity() time.Duration { return l.req.TTL }
 // clients' clocks disagree by up to a TTL, as unsynchronised clocks do.
 func clientClockRecovery(b *memory.Backend, d *plainDriver, n int64) driver.Driver {
 	d.acquire = func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
-		l, err := d.Driver.TryAcquire(ctx, req)
+		l, err := d.Driver.Acquire(ctx, req)
 		if err == nil {
 			return l, nil
 		}
 		skew := time.Duration(n%3) * req.TTL / 2
 		if info, held := b.Inspect(req.Key); held && info.Expires.Before(time.Now().Add(skew)) {
 			b.Tamper(req.Key, false) // GETSET over what this clock calls expired
-			return d.Driver.TryAcquire(ctx, req)
+			return d.Driver.Acquire(ctx, req)
 		}
 		return nil, err
 	}
@@ -210,7 +223,7 @@ func unbrokenShared(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
 func validityFromReply(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
 	d.acquire = func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
 		started := time.Now()
-		l, err := d.Driver.TryAcquire(ctx, req) // the first master
+		l, err := d.Driver.Acquire(ctx, req) // the first master
 		if err != nil {
 			return nil, err
 		}
@@ -227,11 +240,16 @@ type replyValidity struct {
 
 func (l *replyValidity) Validity() time.Duration { return l.Lease.Validity() + l.elapsed }
 
-// transferringDriver adds driver.Transferer to a plainDriver: the memory
-// driver's own, or a broken replacement.
+// transferringDriver adds a Transferer to a plainDriver: the memory
+// driver's own (made WithoutBlocking, which has one), or a broken
+// replacement.
 type transferringDriver struct {
 	*plainDriver
 	transfer func(ctx context.Context, d *plainDriver, from *plainLease, to driver.Request) (driver.Lease, error)
+}
+
+func (d transferringDriver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Transferer: d}
 }
 
 func (d transferringDriver) Transfer(ctx context.Context, from driver.Lease, to driver.Request) (driver.Lease, error) {
@@ -242,14 +260,15 @@ func (d transferringDriver) Transfer(ctx context.Context, from driver.Lease, to 
 	if d.transfer != nil {
 		return d.transfer(ctx, d.plainDriver, pl, to)
 	}
-	l, err := d.Driver.(driver.Transferer).Transfer(ctx, pl.Lease, to)
+	l, err := d.Driver.Capabilities().Transferer.Transfer(ctx, pl.Lease, to)
 	if err != nil {
 		return nil, err
 	}
 	return &plainLease{Lease: l, d: d.plainDriver, req: to}, nil
 }
 
-func unbrokenTransfer(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+func unbrokenTransfer(b *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	d.Driver = memory.New(b, memory.WithoutBlocking())
 	return transferringDriver{plainDriver: d}
 }
 
@@ -260,7 +279,7 @@ func unbrokenTransfer(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver 
 func transferWithoutOwnerCheck(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
 	return transferringDriver{plainDriver: d, transfer: func(ctx context.Context, d *plainDriver, from *plainLease, to driver.Request) (driver.Lease, error) {
 		d.b.Tamper(from.req.Key, false) // the lock goes, whoever holds it
-		return d.TryAcquire(ctx, to)
+		return d.Acquire(ctx, to)
 	}}
 }
 
@@ -272,7 +291,7 @@ func transferKeepingToken(_ *memory.Backend, d *plainDriver, _ int64) driver.Dri
 		if err := from.Release(ctx); err != nil {
 			return nil, err
 		}
-		l, err := d.TryAcquire(ctx, to)
+		l, err := d.Acquire(ctx, to)
 		if err != nil {
 			return nil, err
 		}
@@ -280,10 +299,10 @@ func transferKeepingToken(_ *memory.Backend, d *plainDriver, _ int64) driver.Dri
 	}}
 }
 
-// A lease that reports its own release as a loss: a LossNotifier made from
-// a per-lease context that the driver ends on release, as the context form
-// (driver.LossReporter) may. The core has let the lease go by then; a
-// driver that keeps telling it holds on to every released lease's callback.
+// A lease that reports its own release as a loss: OnLoss made from a
+// per-lease context that the driver ends on release, watched without being
+// stopped on release. The core has let the lease go by then; a driver that
+// keeps telling it holds on to every released lease's callback.
 func lossAfterRelease(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
 	d.lease = func(l *plainLease) driver.Lease { return &notifyingLease{plainLease: l, reportRelease: true} }
 	return d
@@ -295,7 +314,7 @@ func unbrokenLossReports(_ *memory.Backend, d *plainDriver, _ int64) driver.Driv
 	return d
 }
 
-// notifyingLease adds driver.LossNotifier to a plainLease. It has no loss
+// notifyingLease adds loss reports (OnLoss) to a plainLease. It has no loss
 // of its own to report; broken, it reports its release.
 type notifyingLease struct {
 	*plainLease
@@ -323,24 +342,21 @@ func (l *notifyingLease) Release(ctx context.Context) error {
 	return err
 }
 
-// blockDriver adds driver.TokenBlocker to a plainDriver, claiming blocks of
+// blockDriver adds a TokenBlock to a plainDriver, claiming blocks of
 // blockClaimed tokens; the memory driver underneath reserves what it was
-// made with.
+// made with. It keeps the memory driver's Notifier, so that the core's
+// waiters wake at once and hand the lock over between themselves.
 type blockDriver struct {
 	*plainDriver
 	blockClaimed uint64
 }
 
-func (d blockDriver) TokenBlock() uint64 { return d.blockClaimed }
-
-// Subscribe keeps the memory driver's notifications, so that the core's
-// waiters wake at once and hand the lock over between themselves.
-func (d blockDriver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
-	return d.Driver.(driver.Notifier).Subscribe(ctx, key)
+func (d blockDriver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{TokenBlock: d.blockClaimed, Notifier: d.Driver.Capabilities().Notifier}
 }
 
 func unbrokenBlocks(b *memory.Backend, d *plainDriver, _ int64) driver.Driver {
-	d.Driver = memory.New(b, memory.WithTokenBlocks(8))
+	d.Driver = memory.New(b, memory.WithoutBlocking(), memory.WithTokenBlocks(8))
 	return blockDriver{plainDriver: d, blockClaimed: 8}
 }
 
@@ -374,7 +390,7 @@ func lateGrantTrusted(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver 
 			return m.lease, nil // trusted: validity counted from this call
 		}
 		mu.Unlock()
-		l, err := d.Driver.TryAcquire(context.WithoutCancel(ctx), req)
+		l, err := d.Driver.Acquire(context.WithoutCancel(ctx), req)
 		if err != nil {
 			return nil, err
 		}
@@ -442,16 +458,24 @@ func (l *keepAliveLease) Release(ctx context.Context) error {
 	return l.plainLease.Release(ctx)
 }
 
-// blockingPlainDriver adds driver.Blocker to a plainDriver: the memory
-// driver's own Acquire, or a broken replacement.
+// blockingPlainDriver makes a plainDriver Blocking: Acquire with
+// Request.Block waits in the memory driver's queue, or in a broken
+// replacement; without it, Acquire tries once as plainDriver's does.
 type blockingPlainDriver struct {
 	*plainDriver
 	acquire func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error)
 }
 
+func (d blockingPlainDriver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Blocking: true}
+}
+
 func (d blockingPlainDriver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	if !req.Block {
+		return d.plainDriver.Acquire(ctx, req)
+	}
 	acquire := func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
-		return d.Driver.(driver.Blocker).Acquire(ctx, req)
+		return d.Driver.Acquire(ctx, req)
 	}
 	if d.acquire != nil {
 		acquire = d.acquire
@@ -468,12 +492,12 @@ func unbrokenBlocking(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver 
 }
 
 // Pattern 9 in a server-side wait: a RedLock-style Acquire that reports the
-// full TTL as validity from its reply, not from its start. Its TryAcquire is
-// sound: only Lock, through Acquire, meets the fault.
+// full TTL as validity from its reply, not from its start. Its single tries
+// are sound: only Lock, through a blocking Acquire, meets the fault.
 func acquireValidityFromReply(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
 	return blockingPlainDriver{plainDriver: d, acquire: func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
 		started := time.Now()
-		l, err := d.Driver.(driver.Blocker).Acquire(ctx, req) // the first master
+		l, err := d.Driver.Acquire(ctx, req) // the first master
 		if err != nil {
 			return nil, err
 		}
@@ -482,15 +506,19 @@ func acquireValidityFromReply(_ *memory.Backend, d *plainDriver, _ int64) driver
 	}}
 }
 
-// notifyingPlainDriver adds the memory driver's driver.Notifier to a
-// plainDriver; broken, it acts on its wake-ups (onWake).
+// notifyingPlainDriver adds the memory driver's Notifier to a plainDriver;
+// broken, it acts on its wake-ups (onWake).
 type notifyingPlainDriver struct {
 	*plainDriver
 	onWake func(key string)
 }
 
+func (d *notifyingPlainDriver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Notifier: d}
+}
+
 func (d *notifyingPlainDriver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
-	s, err := d.Driver.(driver.Notifier).Subscribe(ctx, key)
+	s, err := d.Driver.Capabilities().Notifier.Subscribe(ctx, key)
 	if err != nil || d.onWake == nil {
 		return s, err
 	}
@@ -518,7 +546,7 @@ func wakeupTakenAsGrant(b *memory.Backend, d *plainDriver, _ int64) driver.Drive
 		if req.Wait && w {
 			b.Tamper(req.Key, false) // "the lock is ours now"
 		}
-		return d.Driver.TryAcquire(ctx, req)
+		return d.Driver.Acquire(ctx, req)
 	}
 	return &notifyingPlainDriver{plainDriver: d, onWake: func(key string) {
 		mu.Lock()
@@ -546,7 +574,7 @@ func grantByReleaseTrusted(b *memory.Backend, d *plainDriver, _ int64) driver.Dr
 			delete(rq.granted, req.Key)
 			return g.lease, nil // taken on the message: no check that it still holds
 		}
-		l, err := d.Driver.TryAcquire(ctx, req)
+		l, err := d.Driver.Acquire(ctx, req)
 		if err == nil {
 			if h, ok := rq.head[req.Key]; ok && h.d == d {
 				delete(rq.head, req.Key)
@@ -593,7 +621,7 @@ func (l *grantingRelease) Release(ctx context.Context) error {
 		return nil
 	}
 	delete(l.q.head, l.req.Key)
-	if g, err := h.d.Driver.TryAcquire(context.WithoutCancel(ctx), h.req); err == nil {
+	if g, err := h.d.Driver.Acquire(context.WithoutCancel(ctx), h.req); err == nil {
 		sl := &stayGrant{plainLease: &plainLease{Lease: g, d: h.d, req: h.req}, q: l.q}
 		h.lease, sl.entry = sl, h
 		sl.entry.lease = sl
@@ -651,7 +679,7 @@ func unbrokenCancelledGrant(b *memory.Backend, d *plainDriver, n int64) driver.D
 func raceReply(b *memory.Backend, d *plainDriver, n int64, giveBack bool) driver.Driver {
 	kd := selfRenewingLeases(b, d, n).(*keepAliveDriver)
 	return blockingKeepAlive{keepAliveDriver: kd, acquire: func(ctx context.Context, req driver.Request) (driver.Lease, error) {
-		l, err := d.Driver.(driver.Blocker).Acquire(ctx, req)
+		l, err := d.Driver.Acquire(ctx, req)
 		if err != nil {
 			return nil, err
 		}
@@ -668,12 +696,22 @@ func raceReply(b *memory.Backend, d *plainDriver, n int64, giveBack bool) driver
 	}}
 }
 
+// blockingKeepAlive is a Blocking keepAliveDriver: Acquire with
+// Request.Block goes to acquire; without it, it tries once as
+// plainDriver's does.
 type blockingKeepAlive struct {
 	*keepAliveDriver
 	acquire func(ctx context.Context, req driver.Request) (driver.Lease, error)
 }
 
+func (d blockingKeepAlive) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Blocking: true}
+}
+
 func (d blockingKeepAlive) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	if !req.Block {
+		return d.keepAliveDriver.Acquire(ctx, req)
+	}
 	return d.acquire(ctx, req)
 }
 
@@ -685,6 +723,10 @@ func subscriptionsLeaked(_ *memory.Backend, d *plainDriver, _ int64) driver.Driv
 }
 
 type leakyNotifier struct{ *notifyingPlainDriver }
+
+func (d leakyNotifier) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Notifier: d}
+}
 
 func (d leakyNotifier) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	s, err := d.notifyingPlainDriver.Subscribe(ctx, key)

@@ -85,7 +85,7 @@ func expectFreeWithin(t *T, e *env, m dlock.Mutex, why string) {
 	l, err := m.Lock(ctx)
 	if err != nil {
 		held := ""
-		if in, ok := e.driver(t).(driver.Inspector); ok {
+		if in := e.driver(t).Capabilities().Inspector; in != nil {
 			info, ierr := in.Inspect(t.Context(), m.Key())
 			held = fmt.Sprintf(" (Inspect: %+v, %v)", info, ierr)
 		}

@@ -14,7 +14,7 @@ func testMutualExclusion(t *T, e *env) {
 }
 
 func testReadWriteExclusion(t *T, e *env) {
-	if !e.features.Shared {
+	if !e.caps.Shared {
 		t.Skipf("the driver has no read-write locks")
 	}
 	const clients, workers, rounds = 4, 4, 5
@@ -34,7 +34,7 @@ func contend(t *T, e *env, clients, workers, rounds int, shared func(int) bool) 
 		c := e.client(t)
 		var rw dlock.RWMutex
 		m := e.mutex(t, c, key)
-		if e.features.Shared {
+		if e.caps.Shared {
 			rw = e.rwmutex(t, c, key)
 		}
 		for w := range workers {
@@ -113,7 +113,7 @@ func testDoubleUnlock(t *T, e *env) {
 }
 
 func testReentrancy(t *T, e *env) {
-	if !e.features.Reentrant {
+	if !e.caps.Reentrant {
 		t.Skipf("the driver has no reentrant locks")
 	}
 	key := e.key("reentrant")
@@ -149,7 +149,7 @@ func testReentrancy(t *T, e *env) {
 }
 
 func testReadersShare(t *T, e *env) {
-	if !e.features.Shared {
+	if !e.caps.Shared {
 		t.Skipf("the driver has no read-write locks")
 	}
 	key := e.key("readers")

@@ -200,12 +200,12 @@ func testBadOptions(t *T, e *env) {
 			t.Errorf("Mutex with %s: got %v, want ErrInvalidOption", name, err)
 		}
 	}
-	if !e.features.Reentrant {
+	if !e.caps.Reentrant {
 		if _, err := c.Mutex(key, dlock.WithOwner("o")); !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("WithOwner on a driver without reentrancy: got %v, want errors.ErrUnsupported", err)
 		}
 	}
-	if !e.features.Shared {
+	if !e.caps.Shared {
 		if _, err := c.RWMutex(key); !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("RWMutex on a driver without read-write locks: got %v, want errors.ErrUnsupported", err)
 		}

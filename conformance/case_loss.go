@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"time"
@@ -10,10 +9,11 @@ import (
 )
 
 // testLossReports checks the contract of a lease's own loss reports
-// (driver.LossNotifier, driver.LossReporter) on the driver directly, since
-// the core forgives a driver that breaks it: a report comes at most once and
-// says why, and a LossNotifier lease reports nothing once released, not
-// even when its driver closes (the core has let the lease go by then).
+// (driver.Lease.OnLoss) on the driver directly, since the core forgives a
+// driver that breaks it: a report comes at most once and says why, and a
+// lease reports nothing once released, not even when its driver closes (the
+// core has let the lease go by then). A driver whose leases report nothing
+// (driver.NoReports) passes.
 func testLossReports(t *T, e *env) {
 	d := e.driver(t)
 	ctx := t.Context()
@@ -21,18 +21,14 @@ func testLossReports(t *T, e *env) {
 	// Nothing renews held: its TTL must outlast the steps before Tamper
 	// (on a loaded machine, more than one suite TTL), so that the loss it
 	// reports is the tampering's, not its expiry.
-	held, err := d.TryAcquire(ctx, e.request(key, 10*e.ttl))
+	held, err := d.Acquire(ctx, e.request(key, 10*e.ttl))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
 	heldLog := listen(held)
-	if heldLog == nil {
-		_ = held.Release(ctx)
-		t.Skipf("the driver's leases report no losses (neither driver.LossNotifier nor driver.LossReporter)")
-	}
-	released, err := d.TryAcquire(ctx, e.request(e.key("loss-released"), e.ttl))
+	released, err := d.Acquire(ctx, e.request(e.key("loss-released"), e.ttl))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
 	releasedLog := listen(released)
 	if err := released.Release(ctx); err != nil {
@@ -66,10 +62,11 @@ func testLossReports(t *T, e *env) {
 			}
 		}
 	}
-	if _, ok := released.(driver.LossNotifier); ok {
-		if reasons := releasedLog.reasons(); len(reasons) > 0 {
-			t.Errorf("the released lease reported a loss after Release: %v", reasons)
-		}
+	if reasons := releasedLog.reasons(); len(reasons) > 0 {
+		t.Errorf("the released lease reported a loss after Release: %v", reasons)
+	}
+	if len(heldLog.reasons()) == 0 {
+		t.Logf("the held lease reported no loss of its own: the driver reports none (driver.NoReports), or leaves it to Extend")
 	}
 }
 
@@ -82,19 +79,10 @@ type lossLog struct {
 }
 
 // listen starts recording l's loss reports, the way the core listens: by
-// driver.LossNotifier when l implements it, otherwise driver.LossReporter.
-// It returns nil when l implements neither.
+// Lease.OnLoss, once, right after the grant.
 func listen(l driver.Lease) *lossLog {
 	log := &lossLog{first: make(chan struct{})}
-	switch r := l.(type) {
-	case driver.LossNotifier:
-		r.OnLoss(log.add)
-	case driver.LossReporter:
-		lost := r.Lost()
-		context.AfterFunc(lost, func() { log.add(context.Cause(lost)) })
-	default:
-		return nil
-	}
+	l.OnLoss(log.add)
 	return log
 }
 

@@ -1,17 +1,13 @@
 package conformance
 
-import (
-	"github.com/dlock-go/dlock/driver"
-)
-
 // testLateNotifications runs the contest with every wake-up held back by up
 // to a quarter of the TTL, some delivered twice, so that they arrive out of
 // step with the lock: after it was taken again, long after the release they
 // tell of. Wake-ups are hints, so nothing changes but latency; and a waiter
 // whose wake-up is late still gets a free lock, by polling.
 func testLateNotifications(t *T, e *env) {
-	if _, ok := e.driver(t).(driver.Notifier); !ok {
-		t.Skipf("the driver sends no wake-ups (driver.Notifier)")
+	if e.caps.Notifier == nil {
+		t.Skipf("the driver sends no wake-ups (no Notifier)")
 	}
 	noisy := withFault(noisyWakeups{lag: e.ttl / 4})
 	key := contestWithDeadlines(t, e, "late-wakeups", contest{wrap: noisy, longestLock: 2 * e.ttl})

@@ -70,14 +70,14 @@ func restore(t *T, link Link) {
 	}
 }
 
-// pollTryAcquire waits until d acquires key, failing the case at until.
-func (e *env) pollTryAcquire(t *T, d driver.Driver, key string, until time.Time, what string) driver.Lease {
+// pollAcquire waits until d acquires key, failing the case at until.
+func (e *env) pollAcquire(t *T, d driver.Driver, key string, until time.Time, what string) driver.Lease {
 	var l driver.Lease
 	waitFor(t, time.Until(until), what, func() bool {
 		var err error
-		l, err = d.TryAcquire(t.Context(), e.request(key, e.ttl))
+		l, err = d.Acquire(t.Context(), e.request(key, e.ttl))
 		if err != nil && !errors.Is(err, driver.ErrLocked) {
-			t.Fatalf("TryAcquire: %v", err)
+			t.Fatalf("Acquire: %v", err)
 		}
 		return err == nil
 	})
@@ -148,12 +148,12 @@ func testPartitionedHolder(t *T, e *env) {
 	key = e.key("partitioned-driver")
 	da, dlink := e.linkedDriver(t)
 	db, dc := e.driver(t), e.driver(t)
-	stale, err := da.TryAcquire(t.Context(), e.request(key, e.ttl))
+	stale, err := da.Acquire(t.Context(), e.request(key, e.ttl))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
 	cutAt = cut(t, dlink)
-	fresh := e.pollTryAcquire(t, db, key, cutAt.Add(e.ttl+e.slack), "another client's grant while the holder is cut off")
+	fresh := e.pollAcquire(t, db, key, cutAt.Add(e.ttl+e.slack), "another client's grant while the holder is cut off")
 	restore(t, dlink)
 	actx, acancel = e.afterRestore(t)
 	defer acancel()

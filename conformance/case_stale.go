@@ -14,9 +14,9 @@ func (e *env) takeOver(t *T, d driver.Driver, key string) driver.Lease {
 	var l driver.Lease
 	waitFor(t, 2*e.ttl+e.slack, "the stale lease to expire on the backend", func() bool {
 		var err error
-		l, err = d.TryAcquire(t.Context(), e.request(key, e.ttl))
+		l, err = d.Acquire(t.Context(), e.request(key, e.ttl))
 		if err != nil && !errors.Is(err, driver.ErrLocked) {
-			t.Fatalf("TryAcquire: %v", err)
+			t.Fatalf("Acquire: %v", err)
 		}
 		return err == nil
 	})
@@ -26,11 +26,11 @@ func (e *env) takeOver(t *T, d driver.Driver, key string) driver.Lease {
 // expectIntact checks, through a third client, that the holder of lb still
 // holds key.
 func (e *env) expectIntact(t *T, probe driver.Driver, key string, lb driver.Lease, why string) {
-	if l, err := probe.TryAcquire(t.Context(), e.request(key, e.ttl)); !errors.Is(err, driver.ErrLocked) {
+	if l, err := probe.Acquire(t.Context(), e.request(key, e.ttl)); !errors.Is(err, driver.ErrLocked) {
 		if err == nil {
 			_ = l.Release(t.Context())
 		}
-		t.Fatalf("TryAcquire by a third client: got %v, want ErrLocked: %s", err, why)
+		t.Fatalf("Acquire by a third client: got %v, want ErrLocked: %s", err, why)
 	}
 	if err := lb.Extend(t.Context(), e.ttl); err != nil {
 		t.Fatalf("the new holder's Extend: %v: %s", err, why)
@@ -40,9 +40,9 @@ func (e *env) expectIntact(t *T, probe driver.Driver, key string, lb driver.Leas
 func testStaleUnlock(t *T, e *env) {
 	key := e.key("stale-unlock")
 	da, db, dc := e.driver(t), e.driver(t), e.driver(t)
-	la, err := da.TryAcquire(t.Context(), e.request(key, e.ttl))
+	la, err := da.Acquire(t.Context(), e.request(key, e.ttl))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
 	lb := e.takeOver(t, db, key)
 	if err := la.Release(t.Context()); !errors.Is(err, driver.ErrNotHeld) {
@@ -70,9 +70,9 @@ func testStaleExtend(t *T, e *env) {
 	da, db, dc := e.driver(t), e.driver(t), e.driver(t)
 
 	// Renewal after expiry must not resurrect a free lock.
-	la, err := da.TryAcquire(t.Context(), e.request(key, e.ttl))
+	la, err := da.Acquire(t.Context(), e.request(key, e.ttl))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
 	lb := e.takeOver(t, db, key)
 	if err := lb.Release(t.Context()); err != nil {
@@ -81,9 +81,9 @@ func testStaleExtend(t *T, e *env) {
 	if err := la.Extend(t.Context(), e.ttl); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("Extend of an expired lease on a free lock: got %v, want ErrNotHeld", err)
 	}
-	lc, err := dc.TryAcquire(t.Context(), e.request(key, e.ttl))
+	lc, err := dc.Acquire(t.Context(), e.request(key, e.ttl))
 	if err != nil {
-		t.Fatalf("TryAcquire after a stale Extend: got %v, want the lock free (not resurrected)", err)
+		t.Fatalf("Acquire after a stale Extend: got %v, want the lock free (not resurrected)", err)
 	}
 
 	// Renewal after a takeover must not extend or steal the new holder's lock.
@@ -105,16 +105,16 @@ func testReleaseRacingExpiry(t *T, e *env) {
 		}
 		key := e.key("race")
 		started := time.Now()
-		la, err := da.TryAcquire(t.Context(), e.request(key, e.ttl))
+		la, err := da.Acquire(t.Context(), e.request(key, e.ttl))
 		if err != nil {
-			t.Fatalf("TryAcquire: %v", err)
+			t.Fatalf("Acquire: %v", err)
 		}
 		// A contender polls hard, to take the lock the moment it is free.
 		got := make(chan driver.Lease, 1)
 		stop := make(chan struct{})
 		go func() {
 			for {
-				l, err := db.TryAcquire(t.Context(), e.request(key, e.ttl))
+				l, err := db.Acquire(t.Context(), e.request(key, e.ttl))
 				if err == nil {
 					got <- l
 					return

@@ -4,18 +4,18 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// testTokenBlock checks driver.TokenBlocker's promise on the driver
-// directly: every new grant reserves its block of fencing tokens, so that no
+// testTokenBlock checks the promise of Capabilities.TokenBlock on the
+// driver directly: every new grant reserves its block of fencing tokens, so that no
 // later grant, on any client, gets a token inside it. The core hands locks
 // between its own goroutines with the block's tokens, without the backend: a
 // block claimed but not reserved would give two holders one token.
 func testTokenBlock(t *T, e *env) {
 	d := e.driver(t)
-	tb, ok := d.(driver.TokenBlocker)
-	if !ok || tb.TokenBlock() < 2 {
-		t.Skipf("the driver does not reserve blocks of tokens (driver.TokenBlocker)")
+	caps := d.Capabilities()
+	if caps.TokenBlock < 2 {
+		t.Skipf("the driver does not reserve blocks of tokens (Capabilities.TokenBlock)")
 	}
-	block := tb.TokenBlock()
+	block := caps.TokenBlock
 	other := e.driver(t)
 	ctx := t.Context()
 	key := e.key("token-block")
@@ -32,25 +32,25 @@ func testTokenBlock(t *T, e *env) {
 		prev = l.Token()
 	}
 	for i, dr := range []driver.Driver{d, other, d, d} {
-		l, err := dr.TryAcquire(ctx, e.request(key, e.ttl))
+		l, err := dr.Acquire(ctx, e.request(key, e.ttl))
 		if err != nil {
-			t.Fatalf("TryAcquire #%d: %v", i+1, err)
+			t.Fatalf("Acquire #%d: %v", i+1, err)
 		}
-		after("TryAcquire after a release", l)
+		after("Acquire after a release", l)
 		if err := l.Release(ctx); err != nil {
 			t.Fatalf("Release #%d: %v", i+1, err)
 		}
 	}
 
-	tr, ok := d.(driver.Transferer)
-	if !ok {
+	tr := caps.Transferer
+	if tr == nil {
 		return
 	}
-	a, err := d.TryAcquire(ctx, e.request(key, e.ttl))
+	a, err := d.Acquire(ctx, e.request(key, e.ttl))
 	if err != nil {
-		t.Fatalf("TryAcquire before a transfer: %v", err)
+		t.Fatalf("Acquire before a transfer: %v", err)
 	}
-	after("TryAcquire before a transfer", a)
+	after("Acquire before a transfer", a)
 	b, err := tr.Transfer(ctx, a, e.request(key, e.ttl))
 	if err != nil {
 		_ = a.Release(ctx)
@@ -60,10 +60,10 @@ func testTokenBlock(t *T, e *env) {
 	if err := b.Release(ctx); err != nil {
 		t.Fatalf("Release after the transfer: %v", err)
 	}
-	c, err := other.TryAcquire(ctx, e.request(key, e.ttl))
+	c, err := other.Acquire(ctx, e.request(key, e.ttl))
 	if err != nil {
-		t.Fatalf("TryAcquire after a transferred lock's release: %v", err)
+		t.Fatalf("Acquire after a transferred lock's release: %v", err)
 	}
-	after("TryAcquire after a transferred lock's release", c)
+	after("Acquire after a transferred lock's release", c)
 	_ = c.Release(ctx)
 }

@@ -6,21 +6,21 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// testTransfer checks driver.Transferer's contract on the driver directly:
+// testTransfer checks the contract of the driver's Transferer on the driver directly:
 // the core uses it for in-process handoffs, where a mistake would hand one
 // lock to two holders or reuse a fencing token.
 func testTransfer(t *T, e *env) {
 	d := e.driver(t)
-	tr, ok := d.(driver.Transferer)
-	if !ok {
-		t.Skipf("the driver does not implement driver.Transferer")
+	tr := d.Capabilities().Transferer
+	if tr == nil {
+		t.Skipf("the driver declares no Transferer")
 	}
 	other := e.driver(t)
 	ctx := t.Context()
 	key := e.key("transfer")
-	a, err := d.TryAcquire(ctx, e.request(key, e.ttl))
+	a, err := d.Acquire(ctx, e.request(key, e.ttl))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
 	b, err := tr.Transfer(ctx, a, e.request(key, e.ttl))
 	if err != nil {
@@ -32,8 +32,8 @@ func testTransfer(t *T, e *env) {
 	if v := b.Validity(); v <= 0 || v > e.ttl {
 		t.Errorf("Transfer: validity %v, want within (0, %v]", v, e.ttl)
 	}
-	if _, err := other.TryAcquire(ctx, e.request(key, e.ttl)); !errors.Is(err, driver.ErrLocked) {
-		t.Fatalf("TryAcquire by another client after a transfer: got %v, want ErrLocked", err)
+	if _, err := other.Acquire(ctx, e.request(key, e.ttl)); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("Acquire by another client after a transfer: got %v, want ErrLocked", err)
 	}
 
 	// The former holder's lease is nobody's now: it neither releases,
@@ -57,16 +57,16 @@ func testTransfer(t *T, e *env) {
 	if err := b.Release(ctx); err != nil {
 		t.Fatalf("Release by the new holder: %v", err)
 	}
-	c, err := other.TryAcquire(ctx, e.request(key, e.ttl))
+	c, err := other.Acquire(ctx, e.request(key, e.ttl))
 	if err != nil {
-		t.Fatalf("TryAcquire after the new holder released: %v", err)
+		t.Fatalf("Acquire after the new holder released: %v", err)
 	}
 	if b.Token() != 0 && c.Token() <= b.Token() {
 		t.Errorf("token %d granted after %d, want greater", c.Token(), b.Token())
 	}
 	_ = c.Release(ctx)
 
-	if !e.features.Shared {
+	if !e.caps.Shared {
 		return
 	}
 	// A read lock shared with another reader is not the transferer's to
@@ -75,9 +75,9 @@ func testTransfer(t *T, e *env) {
 	shared := func(dr driver.Driver) driver.Lease {
 		req := e.request(skey, e.ttl)
 		req.Mode = driver.Shared
-		l, err := dr.TryAcquire(ctx, req)
+		l, err := dr.Acquire(ctx, req)
 		if err != nil {
-			t.Fatalf("TryAcquire(shared): %v", err)
+			t.Fatalf("Acquire(shared): %v", err)
 		}
 		return l
 	}

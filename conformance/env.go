@@ -14,12 +14,13 @@ import (
 
 // env is what every case of one Run shares.
 type env struct {
-	h        Harness
-	ttl      time.Duration
-	features driver.Features
-	run      string // distinguishes this Run's keys from any other's
-	slack    time.Duration
-	keys     atomic.Uint64
+	h   Harness
+	ttl time.Duration
+	// caps are the driver's, as a probe driver declared them.
+	caps  driver.Capabilities
+	run   string // distinguishes this Run's keys from any other's
+	slack time.Duration
+	keys  atomic.Uint64
 }
 
 // baseSlack is added to every timing bound, so that a loaded machine
@@ -29,9 +30,7 @@ const baseSlack = time.Second
 
 func newEnv(h Harness, probe driver.Driver) *env {
 	e := &env{h: h, ttl: h.TTL, run: rand.Text()[:8], slack: baseSlack + h.ExpiryLag}
-	if f, ok := probe.(driver.Featurer); ok {
-		e.features = f.Features()
-	}
+	e.caps = probe.Capabilities()
 	return e
 }
 

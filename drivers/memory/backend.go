@@ -117,7 +117,7 @@ func (b *Backend) dequeue(key string, t *ticket) {
 }
 
 // queuedAhead reports whether a blocked Acquire call other than t is first
-// in key's queue: then a new grant is its, not t's (nil t: a TryAcquire,
+// in key's queue: then a new grant is its, not t's (nil t: a single try,
 // which neither queues nor jumps the queue). Callers hold b.mu.
 func (b *Backend) queuedAhead(key string, t *ticket) bool {
 	q := b.queues[key]
@@ -127,7 +127,7 @@ func (b *Backend) queuedAhead(key string, t *ticket) bool {
 // grant tries to take key for req, a new grant reserving block tokens; it
 // returns the holder, or the time left on the lease that blocks it (zero
 // when the lock is free but a blocked Acquire call comes first). t is the
-// caller's place in the key's queue, nil for a TryAcquire: a new grant goes
+// caller's place in the key's queue, nil for a single try: a new grant goes
 // to the first in the queue, while re-entries by an owner that holds the
 // lock are granted whoever waits. Callers hold b.mu.
 func (b *Backend) grant(req driver.Request, now time.Time, block uint64, t *ticket) (*holder, time.Duration) {
@@ -186,7 +186,7 @@ func (b *Backend) grant(req driver.Request, now time.Time, block uint64, t *tick
 }
 
 // newHolder makes a new grant of key, whose token and the block-1 after it
-// are issued to nobody else (driver.TokenBlocker).
+// are issued to nobody else (driver.Capabilities.TokenBlock).
 func (b *Backend) newHolder(key, identity string, expires time.Time, block uint64) *holder {
 	token := b.fences[key] + 1
 	b.fences[key] += max(block, 1)

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,18 +14,9 @@ import (
 type client struct {
 	b      *Backend
 	o      options
+	caps   driver.Capabilities
 	closed atomic.Bool
 }
-
-func (c *client) Features() driver.Features {
-	return driver.Features{Shared: true, Reentrant: true}
-}
-
-// ValidateKey accepts every key the core accepts: the backend is a map.
-func (c *client) ValidateKey(string) error { return nil }
-
-// ValidateTTL accepts every TTL the core accepts.
-func (c *client) ValidateTTL(time.Duration) error { return nil }
 
 func (c *client) Close() error {
 	c.closed.Store(true)
@@ -42,7 +34,18 @@ func (c *client) enter(ctx context.Context) error {
 	return c.b.gate(ctx)
 }
 
-func (c *client) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+// errBlockUnasked: a Request with Block reached a client that does not
+// declare Blocking, which the core must never send.
+var errBlockUnasked = errors.New("memory: Request.Block sent to a driver that is not Blocking (WithoutBlocking)")
+
+// Acquire tries once, or with req.Block waits in the key's queue.
+func (c *client) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	if req.Block {
+		if !c.caps.Blocking {
+			return nil, errBlockUnasked
+		}
+		return c.block(ctx, req)
+	}
 	if err := c.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -55,10 +58,10 @@ func (c *client) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 	return c.newLease(req, h), nil
 }
 
-// acquire waits inside the backend until the lock is granted or ctx ends,
-// in the key's queue: a free lock goes to the call that has waited longest.
-// A call that ends leaves the queue, so cancelling leaves nothing behind.
-func (c *client) acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+// block waits inside the backend until the lock is granted or ctx ends, in
+// the key's queue: a free lock goes to the call that has waited longest. A
+// call that ends leaves the queue, so cancelling leaves nothing behind.
+func (c *client) block(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	t := &ticket{}
 	c.b.mu.Lock()
 	c.b.enqueue(req.Key, t)
@@ -105,7 +108,8 @@ func (c *client) acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	}
 }
 
-func (c *client) subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+// Subscribe wakes the caller at every release of any key.
+func (c *client) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	if err := c.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -147,38 +151,29 @@ func (s *subscription) Close() error {
 	return nil
 }
 
-// newLease makes the lease of a grant to h, the loss reporting kind the
-// options ask for. Callers hold c.b.mu.
+// newLease makes the lease of a grant to h, reporting losses as the options
+// ask. Callers hold c.b.mu.
 func (c *client) newLease(req driver.Request, h *holder) driver.Lease {
-	base := lease{c: c, key: req.Key, mode: req.Mode, reentrant: req.Owner != "", identity: h.identity, token: h.token, validity: req.TTL}
+	l := &lease{c: c, key: req.Key, mode: req.Mode, reentrant: req.Owner != "", identity: h.identity, token: h.token, validity: req.TTL}
 	if c.o.noLossReports {
-		return &base // no loss to tell it of
+		return l // no loss to tell it of
 	}
-	var dl driver.Lease
-	var l *lease
-	switch {
-	case c.o.contextLossReports:
-		rl := &reportingLease{lease: base}
-		var cancel context.CancelCauseFunc
-		rl.lost, cancel = context.WithCancelCause(context.Background())
-		rl.onLoss = cancel
-		dl, l = rl, &rl.lease
-	default:
-		nl := &notifyingLease{lease: base}
-		dl, l = nl, &nl.lease
+	if c.o.contextLossReports {
+		w := &lossWatch{}
+		w.ctx, w.cancel = context.WithCancelCause(context.Background())
+		l.watch = w
 	}
 	h.leases = append(h.leases, l)
-	return dl
+	return l
 }
 
-// lease is one grant as a client holds it. A lease that reports losses is
-// one of the two wrappers below, each allocated with its lease in one piece.
+// lease is one grant as a client holds it.
 type lease struct {
 	c         *client
 	key       string
 	mode      driver.Mode
 	reentrant bool // identity is the reentrant owner, not the request ID
-	released  bool // Release was called: report no loss; under c.b.mu
+	released  bool // Release or Transfer was called: report no loss; under c.b.mu
 	identity  string
 	token     uint64
 	validity  time.Duration
@@ -187,6 +182,20 @@ type lease struct {
 	// and after), and the loss reported before anyone listened.
 	onLoss func(reason error)
 	lost   error
+	// watch, with WithContextLossReports, is the lease's context that a
+	// loss cancels, watched by OnLoss.
+	watch *lossWatch
+}
+
+// lossWatch is a lease's context-shaped loss report: lose cancels ctx, and
+// OnLoss watches it with context.AfterFunc.
+type lossWatch struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu      sync.Mutex
+	stop    func() bool // stops the AfterFunc
+	stopped bool        // the lease was let go: call nothing any more
 }
 
 // lose reports the loss of the lock, once. Callers hold c.b.mu.
@@ -195,43 +204,67 @@ func (l *lease) lose(reason error) {
 		return
 	}
 	l.lost = reason
+	if l.watch != nil {
+		l.watch.cancel(reason)
+		return
+	}
 	if f := l.onLoss; f != nil {
 		l.onLoss = nil
 		f(reason)
 	}
 }
 
-// notifyingLease adds driver.LossNotifier: the default.
-type notifyingLease struct{ lease }
-
 // OnLoss calls f when a fault hook (Tamper, Restart) removes the lock: at
-// once when one already has.
-func (l *notifyingLease) OnLoss(f func(reason error)) {
+// once when one already has. With WithContextLossReports it calls f from a
+// goroutine of context.AfterFunc; WithoutLossReports, never.
+func (l *lease) OnLoss(f func(reason error)) {
+	if l.c.o.noLossReports {
+		return
+	}
 	b := l.c.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	switch {
-	case l.released:
-	case l.lost != nil:
+	if l.released {
+		return
+	}
+	if w := l.watch; w != nil {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.stop = context.AfterFunc(w.ctx, func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if !w.stopped {
+				w.stopped = true
+				f(context.Cause(w.ctx))
+			}
+		})
+		return
+	}
+	if l.lost != nil {
 		f(l.lost)
-	default:
-		l.onLoss = f
+		return
+	}
+	l.onLoss = f
+}
+
+// Uncertain returns nil: the in-process backend is always in touch.
+func (l *lease) Uncertain() error { return nil }
+
+// letGo marks l as released, so that it reports no loss any more: once it
+// returns, the callback is never called again (a context watch's call in
+// progress has ended). Callers hold c.b.mu.
+func (l *lease) letGo() {
+	l.released, l.onLoss = true, nil
+	if w := l.watch; w != nil {
+		w.mu.Lock()
+		w.stopped = true
+		stop := w.stop
+		w.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
 	}
 }
-
-// reportingLease adds driver.LossReporter instead (WithContextLossReports).
-type reportingLease struct {
-	lease
-	lost context.Context
-}
-
-// Lost returns a context cancelled when a fault hook removes the lock.
-func (l *reportingLease) Lost() context.Context { return l.lost }
-
-var (
-	_ driver.LossNotifier = (*notifyingLease)(nil)
-	_ driver.LossReporter = (*reportingLease)(nil)
-)
 
 func (l *lease) Token() uint64           { return l.token }
 func (l *lease) Validity() time.Duration { return l.validity }
@@ -253,13 +286,17 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 }
 
 func (l *lease) Release(ctx context.Context) error {
+	b := l.c.b
 	if err := l.c.enter(ctx); err != nil {
+		// The core lets the lease go all the same: no report after this.
+		b.mu.Lock()
+		l.letGo()
+		b.mu.Unlock()
 		return err
 	}
-	b := l.c.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	l.released, l.onLoss = true, nil
+	l.letGo()
 	e, h := b.find(l.key, l.identity, l.token, l.mode, time.Now())
 	if h == nil {
 		return driver.ErrNotHeld
@@ -306,20 +343,11 @@ func (c *client) ExtendBatch(ctx context.Context, leases []driver.Lease, ttls []
 	return errs
 }
 
-// leaseOf unwraps a lease this package made.
+// leaseOf returns a lease this package made, or nil.
 func leaseOf(dl driver.Lease) *lease {
-	switch l := dl.(type) {
-	case *lease:
-		return l
-	case *notifyingLease:
-		return &l.lease
-	case *reportingLease:
-		return &l.lease
-	}
-	return nil
+	l, _ := dl.(*lease)
+	return l
 }
-
-var _ driver.BatchExtender = (*client)(nil)
 
 // Inspect describes the lock on key. The in-process backend does not count
 // waiters.
@@ -341,5 +369,3 @@ func (c *client) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	}
 	return info, nil
 }
-
-var _ driver.Inspector = (*client)(nil)

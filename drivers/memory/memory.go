@@ -10,20 +10,27 @@
 //
 // # Capabilities
 //
-// All of them by default: read-write and reentrant locks, server-side
-// waiting (Blocker), release notifications (Notifier), and loss reports
-// (LossNotifier, or LossReporter on request) when a fault hook removes a
-// lock. Options switch each off, so
-// that the core's fallbacks can be tested against it too. Blocks of fencing
-// tokens (driver.TokenBlocker) are on request: WithTokenBlocks.
+// By default: Shared, Reentrant, Blocking, Notifier, BatchExtender,
+// Inspector, and loss reports through Lease.OnLoss when a fault hook
+// (Tamper, Restart) removes a lock. Options change the set, so that the
+// core's fallbacks can be tested against it too:
+//   - WithoutBlocking: not Blocking, and a Transferer instead (a Blocking
+//     driver cannot declare one, see driver.Capabilities.Check);
+//   - WithoutNotifications: no Notifier;
+//   - WithoutLossReports: leases report nothing (as with driver.NoReports);
+//   - WithContextLossReports: leases report through a context per lease,
+//     watched with context.AfterFunc;
+//   - WithTokenBlocks(n): TokenBlock n, together with WithoutBlocking only
+//     (dlock.New refuses a Blocking driver with a TokenBlock).
 //
 // # Guarantees
 //
 // Fencing tokens rise by one per grant of a key (by the block size, with
 // WithTokenBlocks), for the life of the Backend (Restart keeps them).
-// Blocked Acquire calls wait in a queue per key, and a free lock goes to the
-// call that has waited longest; TryAcquire neither queues nor jumps the
-// queue. Readers join readers that hold the key only while nobody waits.
+// Blocked Acquire calls (Request.Block) wait in a queue per key, and a free
+// lock goes to the call that has waited longest; a single try neither queues
+// nor jumps the queue. Readers join readers that hold the key only while
+// nobody waits.
 package memory
 
 import (
@@ -36,7 +43,7 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// Option switches off a capability of a Driver.
+// Option changes the capabilities of a Driver.
 type Option func(*options)
 
 type options struct {
@@ -44,29 +51,31 @@ type options struct {
 	tokenBlock                                              uint64
 }
 
-// WithoutBlocking makes the Driver lack driver.Blocker, so the core waits by
-// notifications and polling.
+// WithoutBlocking makes the Driver not Blocking, so the core waits by
+// notifications and polling, and gives it a Transferer, which a Blocking
+// driver cannot have.
 func WithoutBlocking() Option { return func(o *options) { o.noBlocking = true } }
 
-// WithoutNotifications makes the Driver lack driver.Notifier, so the core
-// falls back to polling.
+// WithoutNotifications makes the Driver lack a Notifier, so the core falls
+// back to polling.
 func WithoutNotifications() Option { return func(o *options) { o.noNotify = true } }
 
-// WithoutLossReports makes leases lack driver.LossNotifier, so the core finds
-// losses by renewal only.
+// WithoutLossReports makes leases report no loss through Lease.OnLoss, so
+// the core finds losses by renewal only.
 func WithoutLossReports() Option { return func(o *options) { o.noLossReports = true } }
 
-// WithContextLossReports makes leases report losses through
-// driver.LossReporter (a context per lease) instead of driver.LossNotifier,
-// as drivers whose backend client hands out contexts do, so that the core's
-// support of it is tested too.
+// WithContextLossReports makes each lease keep a context that its loss
+// cancels, and report through Lease.OnLoss by watching it with
+// context.AfterFunc (stopped by Release), as drivers whose backend client
+// hands out a context per lock do, so that this way of reporting (from a
+// goroutine of its own) is tested too.
 func WithContextLossReports() Option { return func(o *options) { o.contextLossReports = true } }
 
 // WithTokenBlocks makes each new grant reserve n fencing tokens
-// (driver.TokenBlocker), so that the core can hand a lock to another
-// goroutine of the same Client without the backend. The core does so only
-// when the driver lacks driver.Blocker (see WithoutBlocking): a waiter that
-// waits inside the backend cannot take a handover.
+// (driver.Capabilities.TokenBlock), so that the core can hand a lock to
+// another goroutine of the same Client without the backend. It needs
+// WithoutBlocking: a waiter that waits inside the backend cannot take a
+// handover, and dlock.New refuses a Blocking driver with a TokenBlock.
 func WithTokenBlocks(n uint64) Option { return func(o *options) { o.tokenBlock = n } }
 
 // New returns a client of b, independent of every other Driver on b. Its
@@ -77,52 +86,35 @@ func New(b *Backend, opts ...Option) driver.Driver {
 		opt(&o)
 	}
 	c := &client{b: b, o: o}
-	switch {
-	case !o.noBlocking && !o.noNotify:
-		return &full{c}
-	case !o.noBlocking:
-		return &blocking{c}
-	case !o.noNotify:
-		return &notifying{c}
+	c.caps = driver.Capabilities{
+		Shared:        true,
+		Reentrant:     true,
+		Blocking:      !o.noBlocking,
+		BatchExtender: c,
+		Inspector:     c,
+	}
+	if !o.noNotify {
+		c.caps.Notifier = c
+	}
+	if o.noBlocking {
+		c.caps.Transferer = c
+	}
+	if o.tokenBlock > 1 {
+		c.caps.TokenBlock = o.tokenBlock
 	}
 	return c
 }
 
-// The capability sets a Driver can have, as types, because the core learns
-// capabilities by type assertion.
-type (
-	full      struct{ *client }
-	blocking  struct{ *client }
-	notifying struct{ *client }
-)
-
-func (d *full) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, req)
-}
-
-func (d *full) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
-	return d.subscribe(ctx, key)
-}
-
-func (d *blocking) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, req)
-}
-
-func (d *notifying) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
-	return d.subscribe(ctx, key)
-}
-
 var (
-	_ driver.Blocker      = (*full)(nil)
-	_ driver.Notifier     = (*full)(nil)
-	_ driver.Featurer     = (*client)(nil)
-	_ driver.Validator    = (*client)(nil)
-	_ driver.TokenBlocker = (*client)(nil)
+	_ driver.Notifier      = (*client)(nil)
+	_ driver.BatchExtender = (*client)(nil)
+	_ driver.Transferer    = (*client)(nil)
+	_ driver.Inspector     = (*client)(nil)
 )
 
-// TokenBlock returns how many fencing tokens each new grant reserves: 1
-// unless WithTokenBlocks says more.
-func (c *client) TokenBlock() uint64 { return max(c.o.tokenBlock, 1) }
+// Capabilities returns what the options left on (see the package doc). Keys
+// and TTLs: every one the core accepts, since the backend is a map.
+func (c *client) Capabilities() driver.Capabilities { return c.caps }
 
 var backends = struct {
 	sync.Mutex

@@ -8,12 +8,11 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-var _ driver.Transferer = (*client)(nil)
-
 // errForeignLease: Transfer was given a lease another driver made.
 var errForeignLease = errors.New("memory: lease not made by this driver")
 
-// Transfer hands the exclusive lock from holds to the request to, under the
+// Transfer hands the exclusive lock from holds to the request to (only
+// WithoutBlocking: a Blocking driver declares no Transferer), under the
 // backend's lock: the lock is never free in between, and to's grant gets a
 // new fencing token.
 func (c *client) Transfer(ctx context.Context, from driver.Lease, to driver.Request) (driver.Lease, error) {
@@ -38,7 +37,7 @@ func (c *client) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 		to.Mode != driver.Exclusive || to.Owner != "" {
 		return nil, driver.ErrLocked
 	}
-	l.released, l.onLoss = true, nil // the lock is no longer from's to lose
+	l.letGo() // the lock is no longer from's to lose
 	e.exclusive = b.newHolder(to.Key, to.ID, now.Add(to.TTL), c.o.tokenBlock)
 	return c.newLease(to, e.exclusive), nil
 }
