@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
 )
 
 // hostileKeys are keys that would break a naive mapping: braces (the
