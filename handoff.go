@@ -26,7 +26,7 @@ import (
 // grant nobody will use.
 //
 // When the driver reserves a block of fencing tokens with each grant
-// (driver.TokenBlocker), the handoff costs no round trip at all: the
+// (driver.Capabilities.TokenBlock), the handoff costs no round trip at all: the
 // backend's hold stays as it is, and the waiter gets a lease of its own over
 // it, with the next token of the block, the same deadline and the same
 // renewal schedule. A block used up, a waiter asking for the lock otherwise
@@ -75,7 +75,7 @@ type inheritance struct {
 	loss     *lossRoute
 }
 
-// lossRoute sends a driver lease's loss report (driver.LossNotifier, which
+// lossRoute sends a driver lease's loss report (driver.Lease.OnLoss, which
 // is registered once per grant) to whichever lease of the Client holds it
 // now: leases handed over without the backend share the driver lease. A
 // report that arrives while the hold is between two leases is kept for the
@@ -236,8 +236,8 @@ func (c *Client) deliver(ctx context.Context, cand *candidate, h handoff) {
 }
 
 // giveBack releases a transferred lock that nobody will use: the grant, or,
-// when the transfer's outcome is unknown, whatever TryAcquire with the same
-// request recovers. Then it wakes the Client's other waiters.
+// when the transfer's outcome is unknown, whatever Acquire with the same
+// request recovers (driver.Transferer asks it to be idempotent by ID). Then it wakes the Client's other waiters.
 func (c *Client) giveBack(ctx context.Context, req driver.Request, h handoff) {
 	cleanup, cancel := cleanupContext(ctx, req.TTL)
 	defer cancel()

@@ -24,14 +24,10 @@ type gatedTransfers struct {
 	entered chan struct{}
 }
 
-type transferringNotifier interface {
-	driver.Driver
-	driver.Notifier
-	driver.Transferer
-}
-
-func (d *gatedTransfers) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
-	return d.Driver.(driver.Notifier).Subscribe(ctx, key)
+// Capabilities are the memory driver's Notifier, and the Transferer
+// gated.
+func (d *gatedTransfers) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Notifier: d.Driver.Capabilities().Notifier, Transferer: d}
 }
 
 func (d *gatedTransfers) Transfer(ctx context.Context, from driver.Lease, to driver.Request) (driver.Lease, error) {
@@ -40,10 +36,8 @@ func (d *gatedTransfers) Transfer(ctx context.Context, from driver.Lease, to dri
 		d.entered <- struct{}{}
 		<-d.gate
 	}
-	return d.Driver.(driver.Transferer).Transfer(ctx, from, to)
+	return d.Driver.Capabilities().Transferer.Transfer(ctx, from, to)
 }
-
-var _ transferringNotifier = (*gatedTransfers)(nil)
 
 func newGated(b *memory.Backend) *gatedTransfers {
 	return &gatedTransfers{Driver: memory.New(b, memory.WithoutBlocking())}
@@ -196,7 +190,7 @@ func TestHandoffsYieldToOtherClients(t *testing.T) {
 // lossyTransfers is a transferring driver whose Transfer fails with a
 // broken connection, the outcome unknown to the core: either the request
 // was lost (the transfer did not happen) or its reply was (it did). As the
-// driver.Transferer contract asks, a later TryAcquire with the transfer's
+// driver.Transferer contract asks, a later Acquire with the transfer's
 // request recovers a transfer that happened.
 type lossyTransfers struct {
 	driver.Driver
@@ -206,14 +200,15 @@ type lossyTransfers struct {
 	failed    atomic.Int64
 }
 
-func (d *lossyTransfers) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
-	return d.Driver.(driver.Notifier).Subscribe(ctx, key)
+// Capabilities are the memory driver's Notifier, and the lossy Transferer.
+func (d *lossyTransfers) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Notifier: d.Driver.Capabilities().Notifier, Transferer: d}
 }
 
 func (d *lossyTransfers) Transfer(ctx context.Context, from driver.Lease, to driver.Request) (driver.Lease, error) {
 	d.failed.Add(1)
 	if d.replyLost {
-		dl, err := d.Driver.(driver.Transferer).Transfer(ctx, from, to)
+		dl, err := d.Driver.Capabilities().Transferer.Transfer(ctx, from, to)
 		if err != nil {
 			return nil, err
 		}
@@ -224,7 +219,7 @@ func (d *lossyTransfers) Transfer(ctx context.Context, from driver.Lease, to dri
 	return nil, syscall.ECONNRESET
 }
 
-func (d *lossyTransfers) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+func (d *lossyTransfers) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	d.mu.Lock()
 	dl, ok := d.happened[req.ID]
 	delete(d.happened, req.ID)
@@ -232,10 +227,8 @@ func (d *lossyTransfers) TryAcquire(ctx context.Context, req driver.Request) (dr
 	if ok {
 		return dl, nil
 	}
-	return d.Driver.TryAcquire(ctx, req)
+	return d.Driver.Acquire(ctx, req)
 }
-
-var _ transferringNotifier = (*lossyTransfers)(nil)
 
 // A transfer whose outcome is unknown is not taken as done: the old hold is
 // released when the transfer did not happen (else the lock would stay held

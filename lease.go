@@ -14,7 +14,7 @@ import (
 
 // lease implements Lease. Its expiry and its renewal are scheduled by its
 // Client's renewer, and the driver tells it of a loss through a callback
-// (driver.LossNotifier): a held lease costs no goroutine and no timer.
+// (driver.Lease.OnLoss): a held lease costs no goroutine and no timer.
 type lease struct {
 	m        *mutex
 	d        driver.Lease

@@ -20,27 +20,22 @@ type countedBlocks struct {
 	tries, transfers atomic.Int64
 }
 
-func (d *countedBlocks) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	d.tries.Add(1)
-	return d.Driver.TryAcquire(ctx, req)
+// Capabilities are the memory driver's Notifier and TokenBlock, and its
+// Transferer counted.
+func (d *countedBlocks) Capabilities() driver.Capabilities {
+	in := d.Driver.Capabilities()
+	return driver.Capabilities{Notifier: in.Notifier, Transferer: d, TokenBlock: in.TokenBlock}
 }
 
-func (d *countedBlocks) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
-	return d.Driver.(driver.Notifier).Subscribe(ctx, key)
+func (d *countedBlocks) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	d.tries.Add(1)
+	return d.Driver.Acquire(ctx, req)
 }
 
 func (d *countedBlocks) Transfer(ctx context.Context, from driver.Lease, to driver.Request) (driver.Lease, error) {
 	d.transfers.Add(1)
-	return d.Driver.(driver.Transferer).Transfer(ctx, from, to)
+	return d.Driver.Capabilities().Transferer.Transfer(ctx, from, to)
 }
-
-func (d *countedBlocks) TokenBlock() uint64 { return d.Driver.(driver.TokenBlocker).TokenBlock() }
-
-var (
-	_ driver.Notifier     = (*countedBlocks)(nil)
-	_ driver.Transferer   = (*countedBlocks)(nil)
-	_ driver.TokenBlocker = (*countedBlocks)(nil)
-)
 
 func newCountedBlocks(t *testing.T, b *memory.Backend, block uint64) (*countedBlocks, *dlock.Client) {
 	t.Helper()

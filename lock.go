@@ -152,7 +152,7 @@ type Lease interface {
 	// Zero when the backend cannot issue fencing tokens.
 	//
 	// A lease handed over inside the Client without asking the backend (see
-	// driver.TokenBlocker) has the next token of the block its backend grant
+	// driver.Capabilities.TokenBlock) has the next token of the block its backend grant
 	// reserved, so the backend reports the grant's first token (Inspect)
 	// while the lease's is greater by the number of handoffs since.
 	Token() uint64

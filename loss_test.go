@@ -9,12 +9,13 @@ import (
 	"github.com/dlock-go/dlock/drivers/memory"
 )
 
-// A loss the driver reports ends the lease at once, long before renewal or
-// the deadline would find it, through either kind of report.
+// A loss the driver reports (Lease.OnLoss) ends the lease at once, long
+// before renewal or the deadline would find it, whether the lease calls
+// back at once or from a watched context's goroutine.
 func TestBackendReportedLoss(t *testing.T) {
 	for name, opts := range map[string][]memory.Option{
-		"LossNotifier": nil,
-		"LossReporter": {memory.WithContextLossReports()},
+		"OnLoss":            nil,
+		"OnLossFromContext": {memory.WithContextLossReports()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := memory.NewBackend()

@@ -44,41 +44,44 @@ func (d *outage) fail() error {
 	return nil
 }
 
-func (d *outage) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+func (d *outage) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	if err := d.fail(); err != nil {
 		d.acquires.Add(1)
 		return nil, err
 	}
-	return d.Driver.TryAcquire(ctx, req)
+	return d.Driver.Acquire(ctx, req)
 }
 
-// Features keeps the wrapped driver's read-write locks.
-func (d *outage) Features() driver.Features {
-	if f, ok := d.Driver.(driver.Featurer); ok {
-		return f.Features()
-	}
-	return driver.Features{}
+// Capabilities keep the wrapped driver's read-write and reentrant locks
+// only.
+func (d *outage) Capabilities() driver.Capabilities {
+	in := d.Driver.Capabilities()
+	return driver.Capabilities{Shared: in.Shared, Reentrant: in.Reentrant}
 }
 
-// blockingOutage keeps the wrapped driver's Blocker.
+// blockingOutage keeps the wrapped driver's Blocking.
 type blockingOutage struct{ *outage }
 
-func (d blockingOutage) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	if err := d.fail(); err != nil {
-		d.acquires.Add(1)
-		return nil, err
-	}
-	return d.Driver.(driver.Blocker).Acquire(ctx, req)
+func (d blockingOutage) Capabilities() driver.Capabilities {
+	caps := d.outage.Capabilities()
+	caps.Blocking = true
+	return caps
 }
 
 // notifyingOutage keeps the wrapped driver's Notifier.
 type notifyingOutage struct{ *outage }
 
+func (d notifyingOutage) Capabilities() driver.Capabilities {
+	caps := d.outage.Capabilities()
+	caps.Notifier = d
+	return caps
+}
+
 func (d notifyingOutage) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	if err := d.fail(); err != nil {
 		return nil, err
 	}
-	return d.Driver.(driver.Notifier).Subscribe(ctx, key)
+	return d.Driver.Capabilities().Notifier.Subscribe(ctx, key)
 }
 
 // syncBuffer is a log sink that tests may read while the Client writes.

@@ -15,7 +15,7 @@ import (
 // Batched renewal: each Client has one renewer, a heap of its held leases by
 // when each is due, and one timer for the earliest. When it fires, every
 // lease due within half its renewal interval is renewed with it, in one round
-// trip where the driver is a BatchExtender. So renewal costs no goroutine per
+// trip where the driver has a BatchExtender. So renewal costs no goroutine per
 // held lock, and leases acquired at different moments fall into step after
 // their first renewal, sharing round trips from then on.
 //

@@ -26,8 +26,11 @@ type stalledReleases struct {
 	closedMidAction atomic.Bool
 }
 
-func (d *stalledReleases) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	dl, err := d.Driver.TryAcquire(ctx, req)
+// Capabilities declares none: the core polls, and renews lease by lease.
+func (d *stalledReleases) Capabilities() driver.Capabilities { return driver.Capabilities{} }
+
+func (d *stalledReleases) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	dl, err := d.Driver.Acquire(ctx, req)
 	if err != nil {
 		return nil, err
 	}

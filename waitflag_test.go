@@ -23,12 +23,17 @@ type waitWatcher struct {
 	subTries atomic.Int64
 }
 
-func (d *waitWatcher) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+// Capabilities: the Notifier below only.
+func (d *waitWatcher) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Notifier: d}
+}
+
+func (d *waitWatcher) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	d.tries.Add(1)
 	if req.Wait {
 		d.waiting.Add(1)
 	}
-	return d.Driver.TryAcquire(ctx, req)
+	return d.Driver.Acquire(ctx, req)
 }
 
 func (d *waitWatcher) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
@@ -36,7 +41,7 @@ func (d *waitWatcher) Subscribe(ctx context.Context, key string) (driver.Subscri
 	if d.subErr != nil {
 		return nil, d.subErr
 	}
-	return d.Driver.(driver.Notifier).Subscribe(ctx, key)
+	return d.Driver.Capabilities().Notifier.Subscribe(ctx, key)
 }
 
 // driver.Request.Wait is set only while the waiter holds a subscription for

@@ -755,3 +755,66 @@ type leakySubscription struct {
 }
 
 func (s *leakySubscription) C() <-chan struct{} { return s.c }
+
+// Capabilities made anew at every call, with a different value: the core
+// reads them once, the suite from one client for all, and a wrapper passes
+// them on; a value that changes means that they disagree.
+func unstableCapabilities(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	return &unstableDriver{notifyingPlainDriver: &notifyingPlainDriver{plainDriver: d}}
+}
+
+type unstableDriver struct {
+	*notifyingPlainDriver
+	calls atomic.Uint64
+}
+
+// countedNotifier is the driver's Notifier, stamped with the call that
+// made it.
+type countedNotifier struct {
+	*notifyingPlainDriver
+	call uint64
+}
+
+func (d *unstableDriver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Notifier: &countedNotifier{d.notifyingPlainDriver, d.calls.Add(1)}}
+}
+
+// A Blocking driver that also declares a Transferer: its waiters sit in
+// the backend's queue, where no lock can be handed to them
+// (Capabilities.Check).
+func blockingTransferer(b *memory.Backend, d *plainDriver, n int64) driver.Driver {
+	return blockingTransfer{unbrokenTransfer(b, d, n).(transferringDriver)}
+}
+
+type blockingTransfer struct{ transferringDriver }
+
+func (d blockingTransfer) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Blocking: true, Transferer: d.transferringDriver}
+}
+
+// A driver that declares a TTL limit its backend does not honour: it says
+// MaxTTL is a day, and its backend refuses anything over an hour.
+func ttlLimitOverstated(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	return ttlLimited{plainDriver: d, declared: 24 * time.Hour, honoured: time.Hour}
+}
+
+// unbrokenTTLLimit is its control: it declares what its backend honours.
+func unbrokenTTLLimit(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+	return ttlLimited{plainDriver: d, declared: time.Hour, honoured: time.Hour}
+}
+
+type ttlLimited struct {
+	*plainDriver
+	declared, honoured time.Duration
+}
+
+func (d ttlLimited) Capabilities() driver.Capabilities {
+	return driver.Capabilities{MinTTL: 100 * time.Millisecond, MaxTTL: d.declared, TTLReason: "the backend's expiry takes at most that"}
+}
+
+func (d ttlLimited) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	if req.TTL > d.honoured {
+		return nil, errors.New("broken driver: TTL too long for the backend")
+	}
+	return d.plainDriver.Acquire(ctx, req)
+}

@@ -73,6 +73,8 @@ var cases = []testCase{
 		rule: "bad keys get ErrInvalidKey; hostile keys (spaces, CRLF, NUL, invalid UTF-8, braces, path elements) either work as distinct locks or get ErrInvalidKey, never a panic or another key's lock"},
 	{name: "BadOptions", run: testBadOptions,
 		rule: "TTLs outside 10 ms to 30 days get ErrInvalidTTL, other bad option values ErrInvalidOption, and options the driver cannot honour errors.ErrUnsupported"},
+	{name: "Capabilities", run: testCapabilities,
+		rule: "the driver's Capabilities pass Check and are the same value on every call and every client of the backend; a TTL just outside the declared MinTTL or MaxTTL gets ErrInvalidTTL from the core, and a lock with a TTL at each declared limit is granted"},
 	{name: "Reentrancy", run: testReentrancy,
 		rule: "with WithOwner, the same owner re-enters at once with the same token; other owners are excluded until every entry is unlocked"},
 	{name: "ReadersShare", run: testReadersShare,

@@ -26,8 +26,8 @@
 // the driver (middleware.go) delays replies, blocks renewals, delivers
 // requests after their caller gave up, freezes a client past its TTL,
 // holds back and duplicates wake-ups, and cancels callers as grants arrive,
-// keeping the driver's optional interfaces so that the core drives it as it
-// drives the bare driver. The contests (RandomDeadlines, AppliedAfterTimeout,
+// passing the driver's Capabilities on (its optional behaviours wrapped) so
+// that the core drives it as it drives the bare driver. The contests (RandomDeadlines, AppliedAfterTimeout,
 // LateNotifications) run for a few seconds; DLOCK_RANDOM_DEADLINES (a Go
 // duration such as 60s) lengthens them, and they log their grants, timeouts,
 // overlaps and token regressions.

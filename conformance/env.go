@@ -16,7 +16,9 @@ import (
 type env struct {
 	h   Harness
 	ttl time.Duration
-	// caps are the driver's, as a probe driver declared them.
+	// caps are the driver's, as a probe driver declared them. The probe is
+	// closed: use its facts, and whether a behaviour is nil, never the
+	// behaviours themselves (take them from a driver of the case).
 	caps  driver.Capabilities
 	run   string // distinguishes this Run's keys from any other's
 	slack time.Duration

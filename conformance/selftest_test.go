@@ -41,6 +41,9 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 		{"a grant racing with its cancellation forgotten", cancelledGrantForgotten, unbrokenCancelledGrant, []string{"GrantCancelRace"}},
 		{"subscriptions leaking a goroutine", subscriptionsLeaked, unbrokenNotifying, []string{"MutualExclusion"}},
 		{"leases renewed by the driver until released", selfRenewingLeases, unbroken, []string{"AppliedAfterTimeout"}},
+		{"capabilities changing from call to call", unstableCapabilities, unbrokenNotifying, []string{"Capabilities"}},
+		{"a Blocking driver with a Transferer", blockingTransferer, unbrokenTransfer, []string{"Capabilities"}},
+		{"a TTL limit declared and not honoured", ttlLimitOverstated, unbrokenTTLLimit, []string{"Capabilities"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -102,9 +102,11 @@ type Capabilities struct {
 	Inspector Inspector
 }
 
-// Check reports whether the capabilities are consistent: a TTL range that
-// is not empty, and no handoff inside a Client for a Blocking driver. The
-// core calls it when a Client is made.
+// Check reports whether the capabilities are consistent: TTL limits that
+// are not negative and leave a range, and no handoff inside a Client for a
+// Blocking driver. The core calls it when a Client is made, and refuses the
+// driver (dlock.New returns an error wrapping dlock.ErrInvalidOption) when
+// it fails; the conformance suite checks it too.
 func (c Capabilities) Check() error {
 	var errs []error
 	if c.MinTTL < 0 || c.MaxTTL < 0 {
@@ -174,7 +176,8 @@ type BatchExtender interface {
 // releases from as usual. On success the returned Lease holds the lock for
 // to.ID exactly as if Acquire(to) had granted it at this call: a new
 // fencing token, greater than from's, and a validity counted from the start
-// of this call.
+// of this call; from is then spent as after its Release, and reports no
+// loss any more (Lease.OnLoss).
 //
 // Transfer must be idempotent by to.ID: when it fails in a way that may
 // have taken effect (a timeout, a lost reply), a later Acquire with the

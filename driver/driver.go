@@ -21,7 +21,11 @@
 // The core never type-asserts a driver or a lease: what Capabilities says is
 // all it uses. A wrapper (metrics, fault injection) therefore keeps every
 // capability by returning its inner driver's value with the optional
-// behaviours replaced by its own wrappers of them.
+// behaviours replaced by its own wrappers of them. A wrapper that wraps
+// leases must at least wrap BatchExtender and Transferer, which are handed
+// its leases and must unwrap them for the inner driver; one that embeds the
+// inner Driver inherits its Capabilities method, so it declares its own
+// whenever it wraps leases or means to hide a capability.
 //
 // # What the core does, so that a driver must not
 //
@@ -128,8 +132,10 @@ import (
 // concurrent use.
 type Driver interface {
 	// Capabilities describes what the driver can do beyond plain exclusive
-	// locks. The core calls it once, when a Client is made; the value must
-	// not change afterwards.
+	// locks. The core calls it once, when a Client is made; wrappers and the
+	// conformance suite may call it again. It returns the same value every
+	// time: the same facts and the same optional behaviours (keep them in
+	// the driver rather than making new ones per call).
 	Capabilities() Capabilities
 
 	// Acquire takes the lock req.Key in req.Mode for req.ID.
@@ -190,9 +196,13 @@ type Lease interface {
 	// The lease then calls f at most once, with the reason (a non-nil
 	// error): at once, from OnLoss, when it already knows. It may call f
 	// from any goroutine and while holding its own locks: f returns at once
-	// and calls nothing of the driver's. Once Release has returned it never
-	// calls f, and forgets it. A backend whose client hands out a context
-	// per lock watches it with context.AfterFunc, stopped by Release.
+	// and calls nothing of the driver's. Once Release has returned (with
+	// or without an error: the core lets the lease go either way), or a
+	// Transfer from it has succeeded, it never calls f, and forgets it. A
+	// backend whose client hands out a context per lock watches it with
+	// context.AfterFunc, stopped by Release; since stop returns false once
+	// f has started, Release waits for a call under way to end (a mutex
+	// around the call and a flag that Release sets do).
 	//
 	// Without reports (see NoReports), the core learns of a loss from the
 	// next Extend, or from the validity deadline passing unconfirmed,

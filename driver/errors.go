@@ -9,8 +9,9 @@ import (
 // These sentinels are shared by drivers and the core; package dlock exports the
 // same values under the same names, so errors.Is works with either.
 var (
-	// ErrLocked: another owner holds the lock. Returned by TryAcquire only
-	// when nothing of the attempt is left on the backend.
+	// ErrLocked: another owner holds the lock. Returned by Acquire only
+	// when nothing of the attempt is left on the backend (and by Transfer
+	// when the hold cannot be handed over as a whole).
 	ErrLocked = errors.New("dlock: locked by another owner")
 
 	// ErrNotHeld: the lease is no longer this holder's (it expired, was

@@ -10,19 +10,18 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// TryAcquire takes the lock req.Key for a new lock owner if no other owner
-// holds it, without waiting, and returns driver.ErrLocked otherwise. A grant
-// costs two round trips: the tryLock beside a read of the fencing counter,
-// then the second hold beside the counter's compare-and-set (two more when
-// the counter changed in between). Calls whose outcome the driver must learn are not abandoned when
-// ctx ends: see calls.go; a grant that ctx outlived is given back before
-// TryAcquire returns ctx's error.
-func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, req, false)
-}
-
-// Acquire waits on the member until the lock req.Key is granted or ctx ends.
-// The member queues waiters itself: Acquire asks it for the lock with a
+// Acquire takes the lock req.Key for a new lock owner.
+//
+// Without req.Block it tries once: it takes the lock if no other owner
+// holds it, without waiting, and returns driver.ErrLocked otherwise. A
+// grant costs two round trips: the tryLock beside a read of the fencing
+// counter, then the second hold beside the counter's compare-and-set (two
+// more when the counter changed in between). Calls whose outcome the driver
+// must learn are not abandoned when ctx ends: see calls.go; a grant that ctx
+// outlived is given back before Acquire returns ctx's error.
+//
+// With req.Block it waits on the member until the lock is granted or ctx
+// ends. The member queues waiters itself: Acquire asks it for the lock with a
 // bounded wait (the wait slice, at most half of what the lease is sure to
 // last and at most what is left of ctx) and asks again when a wait ends
 // without the lock. While the client is disconnected, Acquire waits for it
@@ -32,7 +31,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 // back a lock granted meanwhile before it returns ctx's error. Nothing is
 // left queued or held.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, req, true)
+	return d.acquire(ctx, req, req.Block)
 }
 
 // errLapsedGrant: the member granted the lock, but the grant could not be
@@ -44,11 +43,12 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, wait bool) (dr
 		return nil, err
 	}
 	if req.Mode != driver.Exclusive || req.Owner != "" {
-		// The core never sends these without Featurer saying so; refuse
-		// rather than grant a lock that would not exclude as asked.
+		// The core never sends these to a driver whose Capabilities lack
+		// Shared and Reentrant; refuse rather than grant a lock that would
+		// not exclude as asked.
 		return nil, fmt.Errorf("hazelcast: %s and reentrant locks are %w by this driver", req.Mode, errors.ErrUnsupported)
 	}
-	if err := d.ValidateTTL(req.TTL); err != nil {
+	if err := checkTTL(req.TTL); err != nil {
 		return nil, fmt.Errorf("hazelcast: TTL %w", err)
 	}
 	started := d.now()
@@ -129,7 +129,7 @@ func (d *Driver) slice(ctx context.Context, lease time.Duration) (time.Duration,
 		s = min(s, left)
 	}
 	// Whole milliseconds, Hazelcast's unit, and at least one: a zero wait
-	// would be a TryAcquire.
+	// would not wait at all.
 	return max(leaseTime(s), time.Millisecond), nil
 }
 

@@ -71,7 +71,7 @@ func grantWithin(tb testing.TB, d *Driver, key string) (*lease, error) {
 	tb.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		l, err := d.TryAcquire(ctxFor(tb), request(key, clusterTTL))
+		l, err := d.Acquire(ctxFor(tb), request(key, clusterTTL))
 		if err == nil {
 			return l.(*lease), nil
 		}
@@ -119,12 +119,12 @@ func TestClusterSplitBrainMember(t *testing.T) {
 	key := testKey(t)
 
 	// One cluster: the lock excludes across members.
-	l0, err := minority.TryAcquire(ctxFor(t), request(key, clusterTTL))
+	l0, err := minority.Acquire(ctxFor(t), request(key, clusterTTL))
 	if err != nil {
-		t.Fatalf("TryAcquire before the split: %v", err)
+		t.Fatalf("Acquire before the split: %v", err)
 	}
-	if _, err := majority.TryAcquire(ctxFor(t), request(key, clusterTTL)); !errors.Is(err, driver.ErrLocked) {
-		t.Fatalf("TryAcquire through another member before the split: %v, want ErrLocked", err)
+	if _, err := majority.Acquire(ctxFor(t), request(key, clusterTTL)); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("Acquire through another member before the split: %v, want ErrLocked", err)
 	}
 	if err := l0.Release(ctxFor(t)); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -201,7 +201,7 @@ func TestClusterSplitBrainMember(t *testing.T) {
 	}
 	next, err := grantWithin(t, openVia(t, addrs[2], mapName), key)
 	if err != nil {
-		t.Fatalf("TryAcquire after the merge: %v", err)
+		t.Fatalf("Acquire after the merge: %v", err)
 	}
 	if next.Token() <= lb.Token() {
 		t.Errorf("token %d after the merge, want above %d", next.Token(), lb.Token())

@@ -27,10 +27,13 @@
 //
 // # Capabilities
 //
-// Exclusive locks with fencing tokens (see Guarantees), waiting on the member
-// (driver.Blocker), batched renewal (driver.BatchExtender, Extends run many
-// at a time), loss reports on disconnection (driver.LossReporter), and key
-// and TTL rules (driver.Validator: TTLs of at least [MinTTL], 2 s).
+// Capabilities ([Driver.Capabilities]): Blocking, BatchExtender, MinTTL 2 s.
+// That is: exclusive locks with fencing tokens (see Guarantees), waiting on
+// the member (Blocking), batched renewal (BatchExtender: Extends run many at
+// a time), and TTLs of at least [MinTTL], 2 s (MinTTL, with the reason in
+// TTLReason). Leases report their loss on disconnection (Lease.OnLoss).
+// Being Blocking, the driver has no handoff inside a Client (no Transferer,
+// no TokenBlock).
 //
 // Lock waits in the member's own queue of lock requests: it asks for the
 // lock with tryLock(key, wait, lease), where wait is a slice of at most

@@ -15,11 +15,10 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// Driver is a dlock driver over a Hazelcast cluster's map entry locks. It
-// implements driver.Driver, driver.Blocker, driver.BatchExtender,
-// driver.Featurer and driver.Validator, and its leases driver.LossReporter.
-// Make it with New over a client, or through dlock.Open with a
-// "hazelcast://" URL. It is safe for concurrent use.
+// Driver is a dlock driver over a Hazelcast cluster's map entry locks: see
+// [Driver.Capabilities] for what it offers. Make it with New over a client,
+// or through dlock.Open with a "hazelcast://" URL. It is safe for
+// concurrent use.
 type Driver struct {
 	client    *hazelcast.Client // nil only in the package's unit tests
 	owned     bool              // made from a URL: Close shuts the client down
@@ -35,13 +34,7 @@ type Driver struct {
 	watching    sync.WaitGroup // the goroutine of watch (session.go)
 }
 
-var (
-	_ driver.Driver        = (*Driver)(nil)
-	_ driver.Blocker       = (*Driver)(nil)
-	_ driver.BatchExtender = (*Driver)(nil)
-	_ driver.Featurer      = (*Driver)(nil)
-	_ driver.Validator     = (*Driver)(nil)
-)
+var _ driver.Driver = (*Driver)(nil)
 
 // New returns a Driver over client, which the caller keeps owning: Close
 // neither shuts it down nor releases its locks. ctx bounds the calls that get
@@ -102,31 +95,44 @@ func newDriver(a api, o options, s *session) *Driver {
 	return d
 }
 
-// Features reports no read-write and no reentrant locks. Map locks have no
-// shared mode. They are reentrant, but per lock owner, and a lock owner is a
-// lock context of one client: the owner of a reentrant dlock lock
-// (dlock.WithOwner) may re-enter from any client, which no pair of Hazelcast
-// clients can share.
-func (d *Driver) Features() driver.Features { return driver.Features{} }
+// Capabilities reports waiting in the member's queue (Blocking: see
+// [Driver.Acquire]), batched renewal (ExtendBatch), and TTLs of [MinTTL]
+// (2 s) or more.
+//
+// There are no read-write and no reentrant locks. Map locks have no shared
+// mode. They are reentrant, but per lock owner, and a lock owner is a lock
+// context of one client: the owner of a reentrant dlock lock
+// (dlock.WithOwner) may re-enter from any client, which no pair of
+// Hazelcast clients can share.
+//
+// Every key the core accepts is accepted; see "Keys" in the package
+// documentation. Members may free a lock up to a second before its lease
+// ends, which leaves TTLs below MinTTL too little validity. Leases are whole
+// milliseconds, so TTLs are rounded up to the next one. A member whose
+// hazelcast.lock.max.lease.time.seconds is below the TTL refuses the lock
+// with an error.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Blocking:      true,
+		MinTTL:        MinTTL,
+		TTLReason:     ttlReason,
+		BatchExtender: d,
+	}
+}
 
-// ValidateKey accepts every key the core accepts; see "Keys" in the package
-// documentation.
-func (d *Driver) ValidateKey(string) error { return nil }
+// ttlReason explains MinTTL in the core's error for a shorter TTL.
+const ttlReason = "members end leases in whole seconds, up to a second early"
 
-// ValidateTTL accepts TTLs of MinTTL (2 s) or more: members may free a lock
-// up to a second before its lease ends, which leaves shorter TTLs too little
-// validity. Leases are whole milliseconds, so TTLs are rounded up to the next
-// one. A member whose hazelcast.lock.max.lease.time.seconds is below the TTL
-// refuses the lock with an error.
-func (d *Driver) ValidateTTL(ttl time.Duration) error {
+// checkTTL reports why ttl cannot be a lease length on Hazelcast, or nil.
+func checkTTL(ttl time.Duration) error {
 	if ttl < MinTTL {
-		return fmt.Errorf("%v is below the Hazelcast driver's minimum of %v: members end leases in whole seconds, up to a second early", ttl, MinTTL)
+		return fmt.Errorf("%v is below the Hazelcast driver's minimum of %v: %s", ttl, MinTTL, ttlReason)
 	}
 	return nil
 }
 
-// Close stops the Driver: in-flight calls end, every lease's Lost context
-// ends, and later calls return driver.ErrClosed. A client the Driver made from
+// Close stops the Driver: in-flight calls end, every lease reports its loss
+// (OnLoss), and later calls return driver.ErrClosed. A client the Driver made from
 // a URL is shut down; a client passed to New is left running. Either way the
 // locks still held end by their lease (or when the members clean up after a
 // client that left). A second Close returns nil.

@@ -66,8 +66,8 @@ func TestFenceContentionFailsCleanly(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := d.TryAcquire(ctxFor(t), request(key, testTTL)); !errors.Is(err, errFenceContended) {
-		t.Fatalf("TryAcquire with a contended counter: %v, want errFenceContended", err)
+	if _, err := d.Acquire(ctxFor(t), request(key, testTTL)); !errors.Is(err, errFenceContended) {
+		t.Fatalf("Acquire with a contended counter: %v, want errFenceContended", err)
 	}
 	if d.locked(t, key) {
 		t.Fatal("the lock was left held")
@@ -79,8 +79,8 @@ func TestFenceAtItsMaximum(t *testing.T) {
 	d := newMemberDriver(t, "")
 	key := testKey(t)
 	d.setFence(t, key, math.MaxInt64)
-	if _, err := d.TryAcquire(ctxFor(t), request(key, testTTL)); err == nil {
-		t.Fatal("TryAcquire with the counter at its maximum succeeded")
+	if _, err := d.Acquire(ctxFor(t), request(key, testTTL)); err == nil {
+		t.Fatal("Acquire with the counter at its maximum succeeded")
 	}
 	if d.locked(t, key) {
 		t.Fatal("the lock was left held")

@@ -45,16 +45,23 @@ import (
 // baseHolds is how many times a lease holds its lock.
 const baseHolds = 2
 
-// lease is a lock held by one owner through the driver: an implementation of
-// driver.Lease, driver.LossReporter.
+// lease is a lock held by one owner through the driver.
 type lease struct {
 	d     *Driver
 	key   string // the map key
 	owner *owner
 	token uint64
-	lost  context.Context
+	// lost is the connection epoch the grant was asked for in (see
+	// session.go): it ends, with the reason as its cause, when the lease
+	// must be taken as lost.
+	lost context.Context
 
 	validity atomic.Int64 // time.Duration
+
+	lossMu   sync.Mutex
+	onLoss   func(error) // the core's (OnLoss); nil once told, and after Release
+	stopLoss func() bool // stops the watch of lost that OnLoss started
+	released bool        // Release has begun: OnLoss registers nothing more
 
 	mu     sync.Mutex // serialises Extend and Release: each is several calls
 	holds  int        // times the lease holds the lock, as far as the driver knows
@@ -62,10 +69,7 @@ type lease struct {
 	ttl    time.Duration
 }
 
-var (
-	_ driver.Lease        = (*lease)(nil)
-	_ driver.LossReporter = (*lease)(nil)
-)
+var _ driver.Lease = (*lease)(nil)
 
 // Token returns the fencing token of the grant (see "Guarantees" in the
 // package documentation).
@@ -77,10 +81,49 @@ func (l *lease) Token() uint64 { return l.token }
 // the wait that was granted began).
 func (l *lease) Validity() time.Duration { return time.Duration(l.validity.Load()) }
 
-// Lost returns a context that ends when the client loses its connection to
-// the cluster, shuts down, or the driver closes: see session.go. Its cause
-// says which.
-func (l *lease) Lost() context.Context { return l.lost }
+// OnLoss registers f, called once, with the reason, when the client loses
+// its connection to the cluster, connects to another cluster, shuts down,
+// or the driver closes (see session.go): at once when that already
+// happened. The epoch is watched with context.AfterFunc, which Release
+// stops: once Release has returned, f is never called.
+func (l *lease) OnLoss(f func(reason error)) {
+	l.lossMu.Lock()
+	defer l.lossMu.Unlock()
+	if l.released || l.onLoss != nil || l.stopLoss != nil {
+		return // after Release, or registered already
+	}
+	if l.lost.Err() != nil {
+		f(context.Cause(l.lost))
+		return
+	}
+	l.onLoss = f
+	l.stopLoss = context.AfterFunc(l.lost, l.tellLoss)
+}
+
+// tellLoss calls the core's OnLoss callback, unless Release came first.
+func (l *lease) tellLoss() {
+	l.lossMu.Lock()
+	defer l.lossMu.Unlock()
+	if f := l.onLoss; f != nil {
+		l.onLoss = nil
+		f(context.Cause(l.lost))
+	}
+}
+
+// forgetLoss stops the watch OnLoss started and forgets the callback: from
+// its return on, it is never called.
+func (l *lease) forgetLoss() {
+	l.lossMu.Lock()
+	defer l.lossMu.Unlock()
+	l.released, l.onLoss = true, nil
+	if l.stopLoss != nil {
+		l.stopLoss()
+	}
+}
+
+// Uncertain returns nil: the driver reports a disconnection as a loss
+// (OnLoss), not as an uncertainty.
+func (l *lease) Uncertain() error { return nil }
 
 // Extend renews the lock for ttl from now, owner-checked: see "Hold counting"
 // above. It returns driver.ErrNotHeld, changing nothing, when the lock lapsed
@@ -157,8 +200,10 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 }
 
 // Release gives the lock up, owner-checked: it returns driver.ErrNotHeld,
-// changing nothing, when the lock lapsed or another owner holds it.
+// changing nothing, when the lock lapsed or another owner holds it. Whatever
+// it returns, the loss callback is never called afterwards.
 func (l *lease) Release(ctx context.Context) error {
+	defer l.forgetLoss()
 	if err := l.d.enter(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}

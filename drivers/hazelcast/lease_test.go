@@ -7,6 +7,7 @@ package hazelcast
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,20 +46,20 @@ func TestGrantHoldsTwiceWithOwnLockOwner(t *testing.T) {
 	}
 }
 
-func TestTryAcquireHeldLeavesNothing(t *testing.T) {
+func TestAcquireHeldLeavesNothing(t *testing.T) {
 	noLeaks(t)
 	da := newMemberDriver(t, "")
 	db := newMemberDriver(t, da.locks.Name())
 	key := testKey(t)
 	l := da.acquire(t, key)
 
-	_, err := db.TryAcquire(ctxFor(t), request(key, testTTL))
+	_, err := db.Acquire(ctxFor(t), request(key, testTTL))
 	if !errors.Is(err, driver.ErrLocked) {
-		t.Fatalf("TryAcquire of a held lock: %v, want ErrLocked", err)
+		t.Fatalf("Acquire of a held lock: %v, want ErrLocked", err)
 	}
 	// The fencing counter is read beside the tryLock, in either order.
 	if ops, _ := db.rec.ops(0); len(ops) != 2 || !slices.Contains(ops, "tryLock") || !slices.Contains(ops, "fence") {
-		t.Errorf("a refused TryAcquire made calls %v, want a tryLock and a read of the counter", ops)
+		t.Errorf("a refused Acquire made calls %v, want a tryLock and a read of the counter", ops)
 	}
 	if n := da.holds(t, l); n != baseHolds {
 		t.Errorf("the holder's lock changed: held %d times by it", n)
@@ -273,18 +274,18 @@ func TestAcquireWithUnknownOutcomeLeavesNothing(t *testing.T) {
 			d := newMemberDriver(t, "")
 			key := testKey(t)
 			tc.lose(d.rec)
-			if _, err := d.TryAcquire(ctxFor(t), request(key, testTTL)); !errors.Is(err, errLostAnswer) {
-				t.Fatalf("TryAcquire whose %s lost its answer: %v, want that error", tc.name, err)
+			if _, err := d.Acquire(ctxFor(t), request(key, testTTL)); !errors.Is(err, errLostAnswer) {
+				t.Fatalf("Acquire whose %s lost its answer: %v, want that error", tc.name, err)
 			}
 			if d.locked(t, key) {
-				t.Fatal("a failed TryAcquire left the lock held")
+				t.Fatal("a failed Acquire left the lock held")
 			}
 		})
 	}
 }
 
 // A grant whose second hold comes after the lease may have run out is not
-// trusted: it is given back, and TryAcquire reports the lock taken.
+// trusted: it is given back, and Acquire reports the lock taken.
 func TestSlowGrantIsGivenBack(t *testing.T) {
 	noLeaks(t)
 	d := newMemberDriver(t, "")
@@ -296,8 +297,8 @@ func TestSlowGrantIsGivenBack(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := d.TryAcquire(ctxFor(t), request(key, MinTTL)); !errors.Is(err, driver.ErrLocked) {
-		t.Fatalf("TryAcquire confirmed too late: %v, want ErrLocked", err)
+	if _, err := d.Acquire(ctxFor(t), request(key, MinTTL)); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("Acquire confirmed too late: %v, want ErrLocked", err)
 	}
 	if d.locked(t, key) {
 		t.Fatal("a grant confirmed too late was left held")
@@ -338,27 +339,37 @@ func TestUnsupportedRequests(t *testing.T) {
 	reentrant := request(testKey(t), testTTL)
 	reentrant.Owner = "o"
 	for name, req := range map[string]driver.Request{"shared": shared, "reentrant": reentrant} {
-		if _, err := d.TryAcquire(ctxFor(t), req); !errors.Is(err, errors.ErrUnsupported) {
-			t.Errorf("TryAcquire %s: %v, want errors.ErrUnsupported", name, err)
-		}
 		if _, err := d.Acquire(ctxFor(t), req); !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("Acquire %s: %v, want errors.ErrUnsupported", name, err)
+		}
+		if _, err := d.Acquire(ctxFor(t), blocking(req)); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("blocking Acquire %s: %v, want errors.ErrUnsupported", name, err)
 		}
 	}
 	if ops, _ := d.rec.ops(0); len(ops) != 0 {
 		t.Errorf("refused requests made calls %v", ops)
 	}
-	if err := d.ValidateTTL(MinTTL - time.Millisecond); err == nil {
-		t.Errorf("ValidateTTL(%v) = nil, want an error", MinTTL-time.Millisecond)
+	if err := checkTTL(MinTTL - time.Millisecond); err == nil {
+		t.Errorf("checkTTL(%v) = nil, want an error", MinTTL-time.Millisecond)
 	}
-	if err := d.ValidateTTL(MinTTL); err != nil {
-		t.Errorf("ValidateTTL(%v) = %v", MinTTL, err)
+	if err := checkTTL(MinTTL); err != nil {
+		t.Errorf("checkTTL(%v) = %v", MinTTL, err)
 	}
-	if _, err := d.TryAcquire(ctxFor(t), request(testKey(t), time.Second)); err == nil {
-		t.Error("TryAcquire with a TTL below MinTTL succeeded")
+	if _, err := d.Acquire(ctxFor(t), request(testKey(t), time.Second)); err == nil {
+		t.Error("Acquire with a TTL below MinTTL succeeded")
 	}
-	if feat := d.Features(); feat.Shared || feat.Reentrant {
-		t.Errorf("Features() = %+v, want neither", feat)
+	caps := d.Capabilities()
+	if caps.Shared || caps.Reentrant {
+		t.Errorf("Capabilities() = %+v, want neither Shared nor Reentrant", caps)
+	}
+	if !caps.Blocking || caps.BatchExtender == nil || caps.MinTTL != MinTTL || caps.MaxTTL != 0 || !strings.Contains(caps.TTLReason, "whole seconds") {
+		t.Errorf("Capabilities() = %+v, want Blocking, BatchExtender and MinTTL %v with its reason", caps, MinTTL)
+	}
+	if caps.Notifier != nil || caps.Transferer != nil || caps.Inspector != nil || caps.TokenBlock > 1 || caps.CheckKey != nil {
+		t.Errorf("Capabilities() = %+v, want no Notifier, Transferer, Inspector, TokenBlock or CheckKey", caps)
+	}
+	if err := caps.Check(); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -32,6 +32,12 @@ func request(key string, ttl time.Duration) driver.Request {
 	return driver.Request{Key: key, ID: strings.ToLower(rand.Text()[:26]), TTL: ttl}
 }
 
+// blocking returns req asking to wait in the member's queue (Request.Block).
+func blocking(req driver.Request) driver.Request {
+	req.Block = true
+	return req
+}
+
 // testKey returns a key no other test (or earlier run against an external
 // cluster) uses.
 func testKey(tb testing.TB) string {
@@ -56,9 +62,9 @@ func noLeaks(tb testing.TB) {
 // mustAcquire takes key on d or fails tb.
 func mustAcquire(tb testing.TB, d *Driver, key string) *lease {
 	tb.Helper()
-	l, err := d.TryAcquire(ctxFor(tb), request(key, testTTL))
+	l, err := d.Acquire(ctxFor(tb), request(key, testTTL))
 	if err != nil {
-		tb.Fatalf("TryAcquire(%q): %v", key, err)
+		tb.Fatalf("Acquire(%q): %v", key, err)
 	}
 	return l.(*lease)
 }

@@ -29,11 +29,11 @@ func TestSharedClientOwnershipMember(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	key := testKey(t)
-	l, err := d1.TryAcquire(ctxFor(t), request(key, 10*time.Second))
+	l, err := d1.Acquire(ctxFor(t), request(key, 10*time.Second))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
-	if _, err := d2.TryAcquire(ctxFor(t), request(key, 10*time.Second)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := d2.Acquire(ctxFor(t), request(key, 10*time.Second)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("a second Driver on the same client: %v, want ErrLocked", err)
 	}
 	m, err := hz.GetMap(ctxFor(t), mapName)
@@ -61,7 +61,7 @@ func TestSharedClientOwnershipMember(t *testing.T) {
 	if !hz.Running() {
 		t.Error("Close shut down the caller's client")
 	}
-	if _, err := d2.TryAcquire(ctxFor(t), request(key, 10*time.Second)); err != nil {
+	if _, err := d2.Acquire(ctxFor(t), request(key, 10*time.Second)); err != nil {
 		t.Errorf("the other Driver after Close: %v", err)
 	}
 }
@@ -76,9 +76,9 @@ func TestExtendAfterForceUnlockMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := testKey(t)
-	l, err := d.TryAcquire(ctxFor(t), request(key, 10*time.Second))
+	l, err := d.Acquire(ctxFor(t), request(key, 10*time.Second))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
 	if err := m.ForceUnlock(ctxFor(t), mapKey(key)); err != nil {
 		t.Fatal(err)
@@ -97,9 +97,9 @@ func TestEscapedKeysStayDistinctMember(t *testing.T) {
 	base := testKey(t)
 	var held []driver.Lease
 	for _, k := range []string{base + "\xff", base + "%FF", base + "%25FF", base + "\uFFFD"} {
-		l, err := d.TryAcquire(ctxFor(t), request(k, 10*time.Second))
+		l, err := d.Acquire(ctxFor(t), request(k, 10*time.Second))
 		if err != nil {
-			t.Fatalf("TryAcquire(%q) while holding %d twins: %v", k, len(held), err)
+			t.Fatalf("Acquire(%q) while holding %d twins: %v", k, len(held), err)
 		}
 		held = append(held, l)
 	}
@@ -136,14 +136,14 @@ func TestCancelledWaitMember(t *testing.T) {
 	spy := spyAPI{api: waiter.api, waiting: make(chan struct{}, 1)}
 	waiter.api = spy
 	key := testKey(t)
-	l, err := holder.TryAcquire(ctxFor(t), request(key, 10*time.Second))
+	l, err := holder.Acquire(ctxFor(t), request(key, 10*time.Second))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	errc := make(chan error, 1)
 	go func() {
-		_, err := waiter.Acquire(ctx, request(key, 10*time.Second))
+		_, err := waiter.Acquire(ctx, blocking(request(key, 10*time.Second)))
 		errc <- err
 	}()
 	<-spy.waiting // the wait is on its way to the member
@@ -155,7 +155,7 @@ func TestCancelledWaitMember(t *testing.T) {
 		t.Fatalf("cancelled Acquire: %v, want exactly context.Canceled", err)
 	}
 	probe := openMember(t, mapName)
-	lp, err := probe.TryAcquire(ctxFor(t), request(key, 10*time.Second))
+	lp, err := probe.Acquire(ctxFor(t), request(key, 10*time.Second))
 	if err != nil {
 		t.Fatalf("the lock is not free after a cancelled Acquire returned: %v", err)
 	}
@@ -163,7 +163,7 @@ func TestCancelledWaitMember(t *testing.T) {
 }
 
 // Stopping the member disconnects the client: every lease is reported lost
-// at once, TryAcquire fails while the client is disconnected, and once the
+// at once, a try fails while the client is disconnected, and once the
 // member is back the same Driver reconnects by itself: Acquire waits for
 // it, and its grants belong to a new epoch, with greater tokens. The Driver
 // reaches the member through a front that refuses connections while the
@@ -181,11 +181,12 @@ func TestDisconnectReportsLossMember(t *testing.T) {
 	d := dd.(*Driver)
 	t.Cleanup(func() { _ = d.Close() })
 	key := testKey(t)
-	l, err := d.TryAcquire(ctxFor(t), request(key, 10*time.Second))
+	l, err := d.Acquire(ctxFor(t), request(key, 10*time.Second))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
-	lost := l.(driver.LossReporter).Lost()
+	lost := make(chan error, 1)
+	l.OnLoss(func(reason error) { lost <- reason })
 	// Generous: a JVM restarting on a loaded 2-core machine can take a
 	// minute, and the client then reconnects after its retry backoff
 	// (growing from 1 s while the member was down, up to 30 s).
@@ -200,16 +201,17 @@ func TestDisconnectReportsLossMember(t *testing.T) {
 			_ = front.Start(context.Background())
 		}
 	})
+	var cause error
 	select {
-	case <-lost.Done():
+	case cause = <-lost:
 	case <-ctx.Done():
 		t.Fatal("no loss reported after the member stopped")
 	}
-	if cause := context.Cause(lost); !errors.Is(cause, errDisconnected) {
-		t.Errorf("Lost cause %v, want errDisconnected", cause)
+	if !errors.Is(cause, errDisconnected) {
+		t.Errorf("loss reported with %v, want errDisconnected", cause)
 	}
-	if _, err := d.TryAcquire(ctxFor(t), request(testKey(t), 10*time.Second)); !errors.Is(err, errNotConnected) {
-		t.Errorf("TryAcquire while disconnected: %v, want errNotConnected", err)
+	if _, err := d.Acquire(ctxFor(t), request(testKey(t), 10*time.Second)); !errors.Is(err, errNotConnected) {
+		t.Errorf("Acquire while disconnected: %v, want errNotConnected", err)
 	}
 	if err := front.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -218,13 +220,17 @@ func TestDisconnectReportsLossMember(t *testing.T) {
 	// The member lost its data: the same key is free, for the same Driver,
 	// once its client has reconnected.
 	back := time.Now()
-	l2, err := d.Acquire(ctx, request(key, 10*time.Second))
+	l2, err := d.Acquire(ctx, blocking(request(key, 10*time.Second)))
 	if err != nil {
 		t.Fatalf("Acquire after the member came back: %v", err)
 	}
 	t.Logf("reconnected and granted %v after the member answered again", time.Since(back).Round(time.Millisecond))
-	if err := context.Cause(l2.(driver.LossReporter).Lost()); err != nil {
+	lost2 := make(chan error, 1)
+	l2.OnLoss(func(reason error) { lost2 <- reason })
+	select {
+	case err := <-lost2:
 		t.Errorf("a lease granted after reconnecting is lost: %v", err)
+	default:
 	}
 	if l2.Token() <= l.Token() {
 		t.Errorf("tokens %d then %d across a restart, want increasing", l.Token(), l2.Token())
@@ -235,8 +241,8 @@ func TestDisconnectReportsLossMember(t *testing.T) {
 	if err := l2.Release(ctxFor(t)); err != nil {
 		t.Errorf("Release after reconnecting: %v", err)
 	}
-	if l3, err := d.TryAcquire(ctxFor(t), request(key, 10*time.Second)); err != nil {
-		t.Errorf("TryAcquire after reconnecting: %v", err)
+	if l3, err := d.Acquire(ctxFor(t), request(key, 10*time.Second)); err != nil {
+		t.Errorf("a try after reconnecting: %v", err)
 	} else if err := l3.Release(ctxFor(t)); err != nil {
 		t.Errorf("Release: %v", err)
 	}

@@ -14,17 +14,18 @@ import (
 // hazelcast.client.cleanup.timeout.millis (120 s by default, checked every
 // 10 s, and an operator may lower it). A client that is disconnected
 // cannot know when that happens, so the driver treats a disconnection as the
-// loss of every lease granted before it: each lease's Lost context is the
-// connection epoch that was current when its grant was asked for, and the
-// epoch ends (with the reason as its cause) when the client reports that it
-// disconnected, connected to another cluster, or shut down, or when the
-// driver closes. Leases granted after a reconnection belong to the next
+// loss of every lease granted before it: each lease watches the connection
+// epoch that was current when its grant was asked for, and reports its loss
+// (OnLoss) when that epoch ends. The epoch ends (with the reason as its
+// cause) when the client reports that it disconnected, connected to another
+// cluster, or shut down, or when the driver closes. Leases granted after a reconnection belong to the next
 // epoch. A grant whose answer crossed a disconnection is therefore reported
 // lost at once: conservative, never late.
 //
 // While the client is disconnected, calls would only queue in the client
-// until it reconnects: Acquire waits for the reconnection (bounded by its
-// context), TryAcquire fails at once, and a lease's Extend reports the loss.
+// until it reconnects: a blocking Acquire waits for the reconnection
+// (bounded by its context), one that tries once fails at once, and a lease's
+// Extend reports the loss.
 //
 // The client's events are trusted for the end of an epoch, never as the only
 // news of a reconnection: hazelcast-go-client v1.6.0 publishes Connected only
@@ -52,7 +53,8 @@ import (
 // reconnects: Acquire then waits until its context ends. Only a new client
 // gets out of that state.
 
-// The causes of a lost epoch, as context.Cause of a lease's Lost context.
+// The causes of a lost epoch, as context.Cause of a lease's epoch, and so
+// the reasons leases report to OnLoss.
 var (
 	errDisconnected = errors.New("hazelcast: the client lost its connection to the cluster, whose members release its locks after their client cleanup timeout")
 	errNewCluster   = errors.New("hazelcast: the client connected to a different cluster (a restart without persistence?), which knows nothing of its locks")
@@ -79,8 +81,8 @@ func newSession() *session {
 	return s
 }
 
-// current returns the current epoch: the Lost context of leases whose grant
-// is asked for now.
+// current returns the current epoch: the one leases whose grant is asked
+// for now watch.
 func (s *session) current() context.Context {
 	s.mu.Lock()
 	defer s.mu.Unlock()

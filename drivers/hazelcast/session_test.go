@@ -5,18 +5,19 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hazelcast/hazelcast-go-client"
 
 	"github.com/dlock-go/dlock/driver"
 )
 
-// lostBy reports why l's Lost context ended, or nil while it has not.
+// lostBy reports why l's connection epoch ended, or nil while it has not.
 func lostBy(l *lease) error {
-	if l.Lost().Err() == nil {
+	if l.lost.Err() == nil {
 		return nil
 	}
-	return context.Cause(l.Lost())
+	return context.Cause(l.lost)
 }
 
 func TestLeasesLostWithTheConnection(t *testing.T) {
@@ -35,16 +36,17 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 
 	event(hazelcast.LifecycleStateDisconnected)
 	if err := lostBy(l1); !errors.Is(err, errDisconnected) {
-		t.Errorf("after a disconnection the lease's Lost cause is %v, want errDisconnected", err)
+		t.Errorf("after a disconnection the lease's epoch ended by %v, want errDisconnected", err)
 	}
 	if err := l1.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) || !errors.Is(err, errDisconnected) {
 		t.Errorf("Extend after a disconnection: %v, want ErrNotHeld for errDisconnected", err)
 	}
-	// While disconnected, no call is made: TryAcquire and Release fail at
-	// once, and Acquire waits for the reconnection.
+	// While disconnected, no call is made: an Acquire that tries once and
+	// Release fail at once, and a blocking Acquire waits for the
+	// reconnection.
 	_, before := d.rec.ops(0)
-	if _, err := d.TryAcquire(ctxFor(t), request(testKey(t), testTTL)); !errors.Is(err, errNotConnected) {
-		t.Errorf("TryAcquire while disconnected: %v, want errNotConnected", err)
+	if _, err := d.Acquire(ctxFor(t), request(testKey(t), testTTL)); !errors.Is(err, errNotConnected) {
+		t.Errorf("Acquire while disconnected: %v, want errNotConnected", err)
 	}
 	if err := l1.Release(ctxFor(t)); !errors.Is(err, errNotConnected) {
 		t.Errorf("Release while disconnected: %v, want errNotConnected", err)
@@ -54,7 +56,7 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 	}
 	got := make(chan driver.Lease, 1)
 	go func() {
-		l, err := d.Acquire(ctxFor(t), request(testKey(t), testTTL))
+		l, err := d.Acquire(ctxFor(t), blocking(request(testKey(t), testTTL)))
 		if err != nil {
 			t.Errorf("Acquire across a reconnection: %v", err)
 		}
@@ -79,21 +81,66 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 
 	event(hazelcast.LifecycleStateChangedCluster)
 	if err := lostBy(l3); !errors.Is(err, errNewCluster) {
-		t.Errorf("after a cluster change the Lost cause is %v, want errNewCluster", err)
+		t.Errorf("after a cluster change the epoch ended by %v, want errNewCluster", err)
 	}
 	event(hazelcast.LifecycleStateConnected)
 	l4 := d.acquire(t, testKey(t))
 	event(hazelcast.LifecycleStateShuttingDown)
 	if err := lostBy(l4); !errors.Is(err, errShutdown) {
-		t.Errorf("after a shutdown the Lost cause is %v, want errShutdown", err)
+		t.Errorf("after a shutdown the epoch ended by %v, want errShutdown", err)
 	}
 	event(hazelcast.LifecycleStateConnected) // no epoch begins after a shutdown
 	if d.session.connectedNow() {
 		t.Error("an epoch began after the client shut down")
 	}
-	if _, err := d.Acquire(ctxFor(t), request(testKey(t), testTTL)); !errors.Is(err, errShutdown) {
+	if _, err := d.Acquire(ctxFor(t), blocking(request(testKey(t), testTTL))); !errors.Is(err, errShutdown) {
 		t.Errorf("Acquire after the client shut down: %v, want errShutdown", err)
 	}
+}
+
+// OnLoss tells the reason once when the epoch ends, at once when it ended
+// already, and never after Release.
+func TestOnLossReportsTheEpochsEnd(t *testing.T) {
+	noLeaks(t)
+	d := newMemberDriver(t, "")
+	event := func(s hazelcast.LifecycleState) { d.session.onLifecycle(hazelcast.LifecycleStateChanged{State: s}) }
+	watched, released, late := d.acquire(t, testKey(t)), d.acquire(t, testKey(t)), d.acquire(t, testKey(t))
+	told := make(chan error, 3)
+	watched.OnLoss(func(reason error) { told <- reason })
+	releasedTold := make(chan error, 1)
+	released.OnLoss(func(reason error) { releasedTold <- reason })
+	if err := released.Release(ctxFor(t)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+
+	event(hazelcast.LifecycleStateDisconnected)
+	select {
+	case reason := <-told:
+		if !errors.Is(reason, errDisconnected) {
+			t.Errorf("OnLoss told %v, want errDisconnected", reason)
+		}
+	case <-ctxFor(t).Done():
+		t.Fatal("OnLoss told nothing after a disconnection")
+	}
+	// Already lost: told from OnLoss itself.
+	var lateReason error
+	late.OnLoss(func(reason error) { lateReason = reason })
+	if !errors.Is(lateReason, errDisconnected) {
+		t.Errorf("OnLoss on a lease already lost told %v, want errDisconnected at once", lateReason)
+	}
+	event(hazelcast.LifecycleStateConnected)
+	event(hazelcast.LifecycleStateDisconnected) // a later epoch's end is not this lease's
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case reason := <-told:
+		t.Errorf("OnLoss told a second time: %v", reason)
+	case reason := <-releasedTold:
+		t.Errorf("OnLoss told a released lease: %v", reason)
+	default:
+	}
+	event(hazelcast.LifecycleStateConnected)
+	_ = watched.Release(ctxFor(t))
+	_ = late.Release(ctxFor(t))
 }
 
 func TestCloseEndsEveryLease(t *testing.T) {
@@ -104,7 +151,7 @@ func TestCloseEndsEveryLease(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	if err := lostBy(l); !errors.Is(err, errDriverClosed) {
-		t.Errorf("after Close the Lost cause is %v, want errDriverClosed", err)
+		t.Errorf("after Close the epoch's cause is %v, want errDriverClosed", err)
 	}
 }
 

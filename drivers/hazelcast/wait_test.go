@@ -25,7 +25,7 @@ func TestAcquireWaitsOnTheMember(t *testing.T) {
 	got := make(chan result, 1)
 	started := time.Now()
 	go func() {
-		l, err := db.Acquire(ctxFor(t), request(key, testTTL))
+		l, err := db.Acquire(ctxFor(t), blocking(request(key, testTTL)))
 		got <- result{l, err}
 	}()
 	c := queued(t, db.rec)
@@ -65,7 +65,7 @@ func TestWaitEndsAtTheCallersDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctxFor(t), wait)
 	defer cancel()
 	start := time.Now()
-	if _, err := db.Acquire(ctx, request(key, testTTL)); err != context.DeadlineExceeded {
+	if _, err := db.Acquire(ctx, blocking(request(key, testTTL))); err != context.DeadlineExceeded {
 		t.Fatalf("Acquire past its deadline: %v, want exactly context.DeadlineExceeded", err)
 	}
 	if took := time.Since(start); took > wait+2*time.Second {
@@ -113,7 +113,7 @@ func TestWaitingHeadSurvivesManySlices(t *testing.T) {
 
 	got := make(chan error, 1)
 	go func() {
-		l, err := db.Acquire(ctxFor(t), request(key, testTTL))
+		l, err := db.Acquire(ctxFor(t), blocking(request(key, testTTL)))
 		if err == nil {
 			err = l.Release(ctxFor(t))
 		}
@@ -145,10 +145,10 @@ func TestAcquireAfterClose(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 	for name, err := range map[string]error{
-		"TryAcquire": errOf(d.TryAcquire(ctxFor(t), request(testKey(t), testTTL))),
-		"Acquire":    errOf(d.Acquire(ctxFor(t), request(testKey(t), testTTL))),
-		"Extend":     l.Extend(ctxFor(t), testTTL),
-		"Release":    l.Release(ctxFor(t)),
+		"Acquire":          errOf(d.Acquire(ctxFor(t), request(testKey(t), testTTL))),
+		"blocking Acquire": errOf(d.Acquire(ctxFor(t), blocking(request(testKey(t), testTTL)))),
+		"Extend":           l.Extend(ctxFor(t), testTTL),
+		"Release":          l.Release(ctxFor(t)),
 	} {
 		if !errors.Is(err, driver.ErrClosed) {
 			t.Errorf("%s after Close: %v, want ErrClosed", name, err)

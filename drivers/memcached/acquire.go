@@ -11,25 +11,26 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// TryAcquire takes the lock req.Key for req.ID by adding its lock item, and
-// then draws a fencing token. When another owner holds the lock it returns a
+// Acquire tries once to take the lock req.Key for req.ID by adding its lock
+// item, and then draws a fencing token. When another owner holds the lock it returns a
 // *driver.LockedError with the holder's expected remaining time, when known.
 //
 // gomemcache takes no context: each request is bounded by the client's
 // Timeout, and ctx is checked between requests. When ctx ends while the lock
 // was being granted, or a request fails after it may have added the lock
-// item, the item is removed by req.ID before TryAcquire returns, so that no
+// item, the item is removed by req.ID before Acquire returns, so that no
 // lock is left behind (a removal that cannot reach the server leaves the
 // item to expire by its TTL).
-func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	done, err := d.enter(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
 	if req.Mode != driver.Exclusive || req.Owner != "" {
-		// The core never sends these without Featurer; refuse rather than
-		// grant a lock that would not exclude the way it was asked to.
+		// The core never sends these to a driver whose Capabilities lack
+		// Shared and Reentrant; refuse rather than grant a lock that would
+		// not exclude the way it was asked to.
 		return nil, fmt.Errorf("memcached: %s and reentrant locks are %w by this driver", req.Mode, errors.ErrUnsupported)
 	}
 	if err := checkTTL(req.TTL); err != nil {
@@ -122,7 +123,7 @@ func (d *Driver) grab(n names, id string, secs int32) (grabbed, error) {
 	}
 }
 
-// giveBack removes the lock item if it is still id's, for a TryAcquire that
+// giveBack removes the lock item if it is still id's, for an Acquire that
 // cannot return the grant. It is bounded by the client's Timeout per request;
 // if the server cannot be reached, the item expires by its TTL.
 func (d *Driver) giveBack(n names, id string) {

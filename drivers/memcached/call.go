@@ -79,7 +79,7 @@ func serverReplied(err error) bool {
 // client's Timeout, not by a context. op goes on in the background then, as
 // an in-flight operation that Close waits for; its outcome is unknown to the
 // caller, which is what a context error means. Used by Extend and Release,
-// whose ops are owner-checked and harmless to finish late; TryAcquire runs
+// whose ops are owner-checked and harmless to finish late; Acquire runs
 // synchronously, as it must give back a grant that arrives after ctx ended.
 func (d *Driver) async(ctx context.Context, op func() error) error {
 	done, err := d.enter(ctx)

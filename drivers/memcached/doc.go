@@ -18,25 +18,26 @@
 //
 // # Capabilities
 //
-// Exclusive locks with fencing tokens, and the backend's TTL rules
-// (driver.Validator). Read-write locks and reentrant locks are not
-// implemented: the driver does not implement driver.Featurer, so dlock
-// refuses them with an error wrapping errors.ErrUnsupported. memcached cannot
-// queue waiters or notify them, so there is no driver.Blocker or
-// driver.Notifier: waiters poll, with the core's jittered exponential
-// backoff (2 ms to 250 ms by default). TryAcquire reports the holder's
+// Capabilities ([Driver.Capabilities]): TokenBlock 16, MinTTL 5 s, MaxTTL
+// 30 days. That is: exclusive locks with fencing tokens, and the backend's
+// TTL rules (MinTTL, MaxTTL, with the reason in TTLReason). Read-write locks
+// and reentrant locks are not implemented (no Shared, no Reentrant), so
+// dlock refuses them with an error wrapping errors.ErrUnsupported. memcached
+// cannot queue waiters or notify them, so the driver is not Blocking and has
+// no Notifier: waiters poll, with the core's jittered exponential backoff
+// (2 ms to 250 ms by default). A refused Acquire reports the holder's
 // expected remaining time (a *driver.LockedError), read from the lock item
 // and then remembered per Driver, so that a waiter never sleeps past the
 // holder's expiry and a failed attempt usually costs a single request. A
 // handoff between processes therefore takes up to one backoff step, and the
 // requests per lock grow with the number of processes waiting; see the
 // benchmarks in bench_test.go. Inside one Client, each grant reserves a
-// block of 16 fencing tokens (driver.TokenBlocker), so that an Unlock hands
+// block of 16 fencing tokens (TokenBlock), so that an Unlock hands
 // the lock to the Client's next waiting goroutine at once, with no request,
 // and the block's next token.
 //
 // gomemcache takes no contexts: every request is bounded by the client's
-// Timeout. TryAcquire checks its context between requests; Extend and
+// Timeout. Acquire checks its context between requests; Extend and
 // Release return as soon as their context ends, and finish in the
 // background, where Close waits for them.
 //

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/dlock-go/dlock/driver"
 )
 
-// Driver is a dlock driver over memcached. It implements driver.Driver and
-// driver.Validator. Make it with [New] over a gomemcache client, or through
+// Driver is a dlock driver over memcached: see [Driver.Capabilities] for
+// what it offers. Make it with [New] over a gomemcache client, or through
 // dlock.Open with a "memcache://" or "memcached://" URL. It is safe for
 // concurrent use.
 type Driver struct {
@@ -27,11 +26,7 @@ type Driver struct {
 	inflight sync.WaitGroup // operations Close waits for
 }
 
-var (
-	_ driver.Driver       = (*Driver)(nil)
-	_ driver.Validator    = (*Driver)(nil)
-	_ driver.TokenBlocker = (*Driver)(nil)
-)
+var _ driver.Driver = (*Driver)(nil)
 
 // New returns a Driver over client, which the caller keeps owning: Close
 // does not close it. Each Driver is an independent lock client, even when
@@ -72,13 +67,20 @@ func newDriver(client *memcache.Client, owned bool, o options) *Driver {
 	}
 }
 
-// ValidateKey accepts every key the core accepts: the driver maps any key
-// onto a memcached key of its own (see "Keys" in the package documentation).
-func (d *Driver) ValidateKey(string) error { return nil }
-
-// ValidateTTL accepts TTLs from [MinTTL] (5 s) to [MaxTTL] (30 days); see
-// "Guarantees" in the package documentation for why.
-func (d *Driver) ValidateTTL(ttl time.Duration) error { return checkTTL(ttl) }
+// Capabilities reports plain exclusive locks whose grants reserve blocks of
+// 16 fencing tokens (TokenBlock), and TTLs from [MinTTL] (5 s) to [MaxTTL]
+// (30 days): see "Guarantees" in the package documentation for why. It
+// accepts every key the core accepts: the driver maps any key onto a
+// memcached key of its own (see "Keys" in the package documentation).
+// memcached cannot queue waiters or notify them: the core polls.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		TokenBlock: tokenBlock,
+		MinTTL:     MinTTL,
+		MaxTTL:     MaxTTL,
+		TTLReason:  ttlReason,
+	}
+}
 
 // Close closes the gomemcache client if the Driver made it from a URL (never
 // one passed to [New]), once the Driver's operations still running in the

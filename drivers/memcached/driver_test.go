@@ -23,9 +23,9 @@ func reqFor(key string) driver.Request {
 
 func mustAcquire(t *testing.T, d *Driver, req driver.Request) driver.Lease {
 	t.Helper()
-	l, err := d.TryAcquire(ctxFor(t), req)
+	l, err := d.Acquire(ctxFor(t), req)
 	if err != nil {
-		t.Fatalf("TryAcquire(%q): %v", req.Key, err)
+		t.Fatalf("Acquire(%q): %v", req.Key, err)
 	}
 	return l
 }
@@ -57,7 +57,7 @@ func expire(t *testing.T, mc *memcache.Client, key string) {
 	}
 }
 
-func TestTryAcquireLocked(t *testing.T) {
+func TestAcquireLocked(t *testing.T) {
 	mc := newMC(t)
 	d1, d2 := newTestDriver(t, mc), newTestDriver(t, newMC(t))
 	key := testKey(t)
@@ -72,16 +72,16 @@ func TestTryAcquireLocked(t *testing.T) {
 		t.Fatalf("lock item names %q expiring at %v, want %q expiring about %v from now", id, expires, req.ID, testTTL)
 	}
 
-	_, err := d2.TryAcquire(ctxFor(t), reqFor(key))
+	_, err := d2.Acquire(ctxFor(t), reqFor(key))
 	le, ok := errors.AsType[*driver.LockedError](err)
 	if !errors.Is(err, driver.ErrLocked) || !ok {
-		t.Fatalf("second TryAcquire: got %v, want a *LockedError", err)
+		t.Fatalf("second Acquire: got %v, want a *LockedError", err)
 	}
 	if le.RetryAfter <= 0 || le.RetryAfter > testTTL+time.Second {
 		t.Fatalf("RetryAfter = %v, want the holder's expected remaining time, in (0, %v]", le.RetryAfter, testTTL)
 	}
 	if id, _ := holderOf(t, mc, key); id != req.ID {
-		t.Fatalf("after the refused TryAcquire the lock item names %q, want %q", id, req.ID)
+		t.Fatalf("after the refused Acquire the lock item names %q, want %q", id, req.ID)
 	}
 	if err := l.Release(ctxFor(t)); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -141,7 +141,7 @@ func TestFailedAttemptCost(t *testing.T) {
 	var firstHint time.Duration
 	for i, want := range []int64{2, 1, 1, 1} {
 		before := w.requests.Load()
-		_, err := waiter.TryAcquire(ctxFor(t), reqFor(key))
+		_, err := waiter.Acquire(ctxFor(t), reqFor(key))
 		le, ok := errors.AsType[*driver.LockedError](err)
 		if !ok || le.RetryAfter <= 0 {
 			t.Fatalf("attempt %d: got %v, want a LockedError with RetryAfter", i, err)
@@ -208,12 +208,12 @@ func TestUnusableCounterRefusesGrant(t *testing.T) {
 		if err := mc.Set(&memcache.Item{Key: n.fence, Value: []byte(bad)}); err != nil {
 			t.Fatal(err)
 		}
-		_, err := d.TryAcquire(ctxFor(t), reqFor(key))
+		_, err := d.Acquire(ctxFor(t), reqFor(key))
 		if !errors.Is(err, errBadCounter) {
-			t.Fatalf("TryAcquire with counter %q: got %v, want errBadCounter", bad, err)
+			t.Fatalf("Acquire with counter %q: got %v, want errBadCounter", bad, err)
 		}
 		if id, _ := holderOf(t, mc, key); id != "" {
-			t.Fatalf("TryAcquire with counter %q left a lock naming %q", bad, id)
+			t.Fatalf("Acquire with counter %q left a lock naming %q", bad, id)
 		}
 	}
 }
@@ -293,8 +293,8 @@ func TestCancelledContext(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := d.TryAcquire(ctx, reqFor(key)); err != context.Canceled {
-		t.Fatalf("TryAcquire with a cancelled context: got %v, want exactly context.Canceled", err)
+	if _, err := d.Acquire(ctx, reqFor(key)); err != context.Canceled {
+		t.Fatalf("Acquire with a cancelled context: got %v, want exactly context.Canceled", err)
 	}
 	l := mustAcquire(t, d, reqFor(key))
 	if err := l.Extend(ctx, testTTL); err != context.Canceled {
@@ -308,20 +308,20 @@ func TestCancelledContext(t *testing.T) {
 	}
 
 	// Cancelled while the add was on the wire: the grant is given back
-	// before TryAcquire returns.
+	// before Acquire returns.
 	var w wire
 	wd := newTestDriver(t, w.client(t, server.URL))
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	w.arm("add", func(*wireConn) { cancel() })
-	if _, err := wd.TryAcquire(ctx, reqFor(key)); err != context.Canceled {
-		t.Fatalf("TryAcquire cancelled mid-request: got %v, want exactly context.Canceled", err)
+	if _, err := wd.Acquire(ctx, reqFor(key)); err != context.Canceled {
+		t.Fatalf("Acquire cancelled mid-request: got %v, want exactly context.Canceled", err)
 	}
 	if w.armed() {
 		t.Fatal("the hook did not run")
 	}
 	if id, _ := holderOf(t, mc, key); id != "" {
-		t.Fatalf("the cancelled TryAcquire left a lock naming %q", id)
+		t.Fatalf("the cancelled Acquire left a lock naming %q", id)
 	}
 }
 
@@ -391,8 +391,8 @@ func TestCloseKeepsCallersClient(t *testing.T) {
 	if id, _ := holderOf(t, mc, key); id == "" {
 		t.Fatal("Close released the lock")
 	}
-	if _, err := d.TryAcquire(ctxFor(t), reqFor(key)); !errors.Is(err, driver.ErrClosed) {
-		t.Errorf("TryAcquire after Close: %v", err)
+	if _, err := d.Acquire(ctxFor(t), reqFor(key)); !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("Acquire after Close: %v", err)
 	}
 	if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("Extend after Close: %v", err)
@@ -421,12 +421,12 @@ func TestNewRejects(t *testing.T) {
 		{Key: "k", ID: newID(), TTL: testTTL, Mode: driver.Shared},
 		{Key: "k", ID: newID(), TTL: testTTL, Owner: "o"},
 	} {
-		if _, err := d.TryAcquire(ctxFor(t), req); !errors.Is(err, errors.ErrUnsupported) {
-			t.Errorf("TryAcquire(%+v): got %v, want ErrUnsupported", req, err)
+		if _, err := d.Acquire(ctxFor(t), req); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("Acquire(%+v): got %v, want ErrUnsupported", req, err)
 		}
 	}
-	if _, err := d.TryAcquire(ctxFor(t), driver.Request{Key: "k", ID: newID(), TTL: time.Second}); err == nil {
-		t.Error("TryAcquire with a 1 s TTL: want an error")
+	if _, err := d.Acquire(ctxFor(t), driver.Request{Key: "k", ID: newID(), TTL: time.Second}); err == nil {
+		t.Error("Acquire with a 1 s TTL: want an error")
 	}
 }
 

@@ -153,10 +153,10 @@ func TestNoEvictionWithDisableEvictions(t *testing.T) {
 		t.Fatalf("Extend on the full server: got %v, want success or SERVER_ERROR out of memory", err)
 	}
 	other := testKey(t)
-	if _, err := d.TryAcquire(ctxFor(t), reqFor(other)); err == nil || errors.Is(err, driver.ErrLocked) {
-		t.Fatalf("TryAcquire on the full server: got %v, want an out of memory error", err)
+	if _, err := d.Acquire(ctxFor(t), reqFor(other)); err == nil || errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("Acquire on the full server: got %v, want an out of memory error", err)
 	}
 	if id, _ := holderOf(t, mc, other); id != "" {
-		t.Fatalf("the refused TryAcquire left a lock naming %q", id)
+		t.Fatalf("the refused Acquire left a lock naming %q", id)
 	}
 }

@@ -14,9 +14,9 @@ import (
 // grant (or more: a retried incr skips a block), for as long as memcached
 // keeps the counter. A grant's token is the first of its block; the core
 // gives the others to the goroutines of the same Client it hands the lock
-// to without a request (driver.TokenBlocker). memcached keeps nothing for sure: a restart, an eviction or a
-// change of the server list loses the counter. The first grant that finds it
-// missing therefore starts it again from its own clock, in microseconds
+// to without a request (Capabilities.TokenBlock). memcached keeps nothing
+// for sure: a restart, an eviction or a change of the server list loses the
+// counter. The first grant that finds it missing therefore starts it again from its own clock, in microseconds
 // since 1970, not from zero: every token issued before the loss was at most
 // the counter's previous starting value plus the number of grants since,
 // which is below the clock reading of any later moment, as long as grants
@@ -31,16 +31,13 @@ import (
 // may draw a greater token, but its reply then comes after its validity
 // deadline, and the core refuses the grant.
 
-// tokenBlock is how many fencing tokens each grant reserves: more than the
-// core's handoffs in a row, so that every handoff inside a Client costs no
-// request at all.
+// tokenBlock is how many fencing tokens each grant reserves
+// (Capabilities.TokenBlock): its own, and the next ones, which the core
+// gives to the next goroutines of the same Client it hands the lock to,
+// without a request. It is more than the core's handoffs in a row, so that
+// every handoff inside a Client costs no request at all. Every later
+// grant's token is past the block.
 const tokenBlock = 16
-
-// TokenBlock returns how many fencing tokens each grant reserves
-// (driver.TokenBlocker): its own, and the next ones, which the core gives
-// to the next goroutines of the same Client it hands the lock to, without a
-// request. Every later grant's token is past the block.
-func (d *Driver) TokenBlock() uint64 { return tokenBlock }
 
 // maxToken bounds the tokens the driver hands out. A counter beyond it was
 // written by something else (or wrapped around); refusing it keeps tokens

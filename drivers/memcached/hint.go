@@ -10,7 +10,7 @@ import (
 const maxHints = 4096
 
 // hints remembers, per lock item, when its holder's lease is expected to end,
-// so that a TryAcquire that finds the lock held can report the holder's
+// so that an Acquire that finds the lock held can report the holder's
 // remaining time without reading the item again: a failed attempt then costs
 // one request (the add) instead of two. A hint that is too early (the holder
 // renewed, or another took over) only makes a waiter poll once more and

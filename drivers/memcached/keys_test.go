@@ -98,13 +98,13 @@ func TestHostileKeys(t *testing.T) {
 			key = key[len(key)-1024:]
 		}
 		req := driver.Request{Key: key, ID: newID(), TTL: testTTL}
-		l, err := d1.TryAcquire(ctxFor(t), req)
+		l, err := d1.Acquire(ctxFor(t), req)
 		if err != nil {
-			t.Fatalf("TryAcquire(%q): %v", key, err)
+			t.Fatalf("Acquire(%q): %v", key, err)
 		}
 		leases = append(leases, l)
-		if _, err := d2.TryAcquire(ctxFor(t), driver.Request{Key: key, ID: newID(), TTL: testTTL}); !errors.Is(err, driver.ErrLocked) {
-			t.Fatalf("TryAcquire(%q) while held: got %v, want ErrLocked", key, err)
+		if _, err := d2.Acquire(ctxFor(t), driver.Request{Key: key, ID: newID(), TTL: testTTL}); !errors.Is(err, driver.ErrLocked) {
+			t.Fatalf("Acquire(%q) while held: got %v, want ErrLocked", key, err)
 		}
 		if err := l.Extend(ctxFor(t), testTTL+time.Second); err != nil {
 			t.Fatalf("Extend(%q): %v", key, err)

@@ -10,8 +10,10 @@ import (
 )
 
 // lease is one lock held on memcached: the lock item holds id until it
-// expires, is released, is evicted, or someone tampers with it.
+// expires, is released, is evicted, or someone tampers with it. memcached
+// does not tell a holder of its loss: the next Extend finds it.
 type lease struct {
+	driver.NoReports
 	d        *Driver
 	names    names
 	id       string

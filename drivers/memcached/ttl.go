@@ -42,6 +42,11 @@ const (
 	tickMargin = 100 * time.Millisecond
 )
 
+// ttlReason explains MinTTL and MaxTTL in the core's error for a TTL outside
+// them, as checkTTL does.
+var ttlReason = fmt.Sprintf("memcached expires items in whole seconds by a clock that ticks once a second, so it guarantees only the TTL rounded up to whole seconds minus 2.1 s (%v of a %v TTL), and the lease must outlast the renewal at TTL/3; 30 days is the longest relative expiry memcached takes",
+	validityOf(expirySeconds(MinTTL)), MinTTL)
+
 // checkTTL reports why ttl cannot be a lease length on memcached, or nil.
 func checkTTL(ttl time.Duration) error {
 	switch {

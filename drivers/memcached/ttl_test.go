@@ -58,3 +58,22 @@ func TestCheckTTLRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestCapabilitiesDeclareTheTTLLimits(t *testing.T) {
+	d := &Driver{}
+	caps := d.Capabilities()
+	if caps.MinTTL != MinTTL || caps.MaxTTL != MaxTTL {
+		t.Errorf("Capabilities: MinTTL %v, MaxTTL %v, want %v and %v", caps.MinTTL, caps.MaxTTL, MinTTL, MaxTTL)
+	}
+	for _, want := range []string{"whole seconds", "2.9s of a 5s TTL", "renewal at TTL/3", "longest relative expiry"} {
+		if !strings.Contains(caps.TTLReason, want) {
+			t.Errorf("TTLReason %q does not say %q", caps.TTLReason, want)
+		}
+	}
+	if caps.TokenBlock != tokenBlock || caps.Shared || caps.Reentrant || caps.Blocking || caps.Notifier != nil || caps.BatchExtender != nil || caps.Transferer != nil || caps.Inspector != nil {
+		t.Errorf("Capabilities = %+v, want TokenBlock %d and the TTL limits only", caps, tokenBlock)
+	}
+	if err := caps.Check(); err != nil {
+		t.Error(err)
+	}
+}

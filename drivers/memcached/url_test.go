@@ -169,8 +169,8 @@ func TestCoreOverDriver(t *testing.T) {
 	if _, err := c1.Mutex(testKey(t), dlock.WithOwner("me")); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("WithOwner: got %v, want ErrUnsupported", err)
 	}
-	if _, err := c1.Mutex(testKey(t), dlock.WithTTL(2*time.Second)); !errors.Is(err, dlock.ErrInvalidTTL) || !strings.Contains(err.Error(), "minimum of 5s") {
-		t.Errorf("WithTTL(2s): got %v, want ErrInvalidTTL naming the 5 s minimum", err)
+	if _, err := c1.Mutex(testKey(t), dlock.WithTTL(2*time.Second)); !errors.Is(err, dlock.ErrInvalidTTL) || !strings.Contains(err.Error(), "driver's 5s to") || !strings.Contains(err.Error(), "whole seconds") {
+		t.Errorf("WithTTL(2s): got %v, want ErrInvalidTTL naming the 5 s minimum and why", err)
 	}
 
 	key := testKey(t)

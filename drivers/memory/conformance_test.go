@@ -31,10 +31,12 @@ func harness(opts ...memory.Option) conformance.Harness {
 	}
 }
 
-// The suite runs once per way the core can wait and learn of losses.
+// The suite runs once per way the core can wait, hand over and learn of
+// losses: Default and ContextLossReports are Blocking (so without a
+// Transferer or a TokenBlock); the others are not, and have a Transferer.
 func TestConformance(t *testing.T) {
 	for name, opts := range map[string][]memory.Option{
-		"AllCapabilities":    nil,
+		"Default":            nil,
 		"ContextLossReports": {memory.WithContextLossReports()},
 		"Notifications":      {memory.WithoutBlocking(), memory.WithoutLossReports()},
 		"TokenBlocks":        {memory.WithoutBlocking(), memory.WithTokenBlocks(8)},

@@ -104,5 +104,3 @@ func extendChunk(ctx context.Context, c goredis.UniversalClient, items []extensi
 		out[i] = outcome{ok: err == nil && ok == 1, err: err}
 	}
 }
-
-var _ driver.BatchExtender = (*Driver)(nil)

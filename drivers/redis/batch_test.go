@@ -17,7 +17,7 @@ func TestExtendBatch(t *testing.T) {
 	var leases []driver.Lease
 	var ttls []time.Duration
 	for range 5 {
-		l, err := d.TryAcquire(ctx, driver.Request{Key: testKey(t), ID: newID(), TTL: time.Second})
+		l, err := d.Acquire(ctx, driver.Request{Key: testKey(t), ID: newID(), TTL: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

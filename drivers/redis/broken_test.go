@@ -39,7 +39,7 @@ var brokenVariants = map[string]struct {
 		return &brokenDriver{d: d, acquire: func(ctx context.Context, req driver.Request) (driver.Lease, error) {
 			forever := req
 			forever.TTL = 24 * time.Hour // no EXPIRE
-			l, err := d.TryAcquire(ctx, forever)
+			l, err := d.Acquire(ctx, forever)
 			if err != nil {
 				return nil, err
 			}
@@ -52,7 +52,7 @@ var brokenVariants = map[string]struct {
 	"getset-recovery": {"MutualExclusion", func(d *Driver, client int64) driver.Driver {
 		skew := time.Duration(client%3) * time.Second / 2
 		return &brokenDriver{d: d, acquire: func(ctx context.Context, req driver.Request) (driver.Lease, error) {
-			l, err := d.TryAcquire(ctx, req)
+			l, err := d.Acquire(ctx, req)
 			if !errors.Is(err, driver.ErrLocked) {
 				return l, err
 			}
@@ -73,7 +73,7 @@ var brokenVariants = map[string]struct {
 				return nil, err
 			}
 			_ = d.client.Del(ctx, n.lock).Err() // GETSET over what this clock calls expired
-			return d.TryAcquire(ctx, req)
+			return d.Acquire(ctx, req)
 		}}
 	}},
 	// 001: DEL without an owner check.
@@ -168,22 +168,24 @@ func TestBrokenVariant(t *testing.T) {
 }
 
 // brokenDriver is the real driver with its acquisition or release replaced.
-// It offers Featurer and Notifier, but not BatchExtender (whose leases must
-// be the driver's own) nor Inspector, so the core renews lease by lease.
+// It declares read-write and reentrant locks and the Notifier, but not the
+// BatchExtender (whose leases must be the driver's own), the Inspector, the
+// Transferer nor a TokenBlock, so the core renews lease by lease and hands
+// locks over by release and acquisition.
 type brokenDriver struct {
 	d       *Driver
 	acquire func(ctx context.Context, req driver.Request) (driver.Lease, error)
 	release func(ctx context.Context, l *lease) error
 }
 
-func (b *brokenDriver) Features() driver.Features { return b.d.Features() }
-func (b *brokenDriver) Close() error              { return b.d.Close() }
-func (b *brokenDriver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
-	return b.d.Subscribe(ctx, key)
+func (b *brokenDriver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Shared: true, Reentrant: true, Notifier: b.d}
 }
 
-func (b *brokenDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	acquire := b.d.TryAcquire
+func (b *brokenDriver) Close() error { return b.d.Close() }
+
+func (b *brokenDriver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	acquire := b.d.Acquire
 	if b.acquire != nil {
 		acquire = b.acquire
 	}

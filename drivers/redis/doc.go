@@ -24,17 +24,19 @@
 //
 // # Capabilities
 //
-// Exclusive locks, read-write locks and reentrant locks (driver.Featurer),
-// fencing tokens, release notifications (driver.Notifier, by Redis pub/sub),
-// batched renewal (driver.BatchExtender, by pipelining), inspection
-// (driver.Inspector) and the backend's key and TTL rules
-// (driver.Validator), and direct handoff: each plain exclusive grant
-// reserves a block of 16 fencing tokens (driver.TokenBlocker), so an Unlock
-// hands the lock to a waiter of the same Client with no request at all, the
-// waiter taking the block's next token; past the block, in one script
-// (driver.Transferer), with a new block. Waiting is not blocking (no driver.Blocker): waiters are
-// woken by the release's PUBLISH and retry, and the core polls beside the
-// notifications, so a lost message costs latency, never correctness.
+// Capabilities ([Driver.Capabilities]): Shared, Reentrant, Notifier,
+// BatchExtender, Inspector, Transferer, TokenBlock 16; on [RedLock] the
+// same but Transferer. That is: exclusive, read-write and reentrant locks
+// with fencing tokens, release notifications (Notifier, by Redis pub/sub),
+// batched renewal (BatchExtender, by pipelining), inspection (Inspector),
+// and direct handoff: each plain exclusive grant reserves a block of 16
+// fencing tokens (TokenBlock), so an Unlock hands the lock to a waiter of
+// the same Client with no request at all, the waiter taking the block's
+// next token; past the block, in one script (Transferer), with a new block.
+// There are no key or TTL rules beyond the core's. Waiting is not Blocking:
+// waiters are woken by the release's PUBLISH and retry, and the core polls
+// beside the notifications, so a lost message costs latency, never
+// correctness.
 //
 // Waiting is fair across clients: a Driver whose Lock is refused joins a
 // FIFO queue of Drivers kept beside the lock (PREFIX{T}:waiters); a free
@@ -50,7 +52,7 @@
 // reentrant requests do not queue, and TryLock is refused a free lock while
 // Drivers are queued for it. A lock that expires instead of being released
 // publishes nothing; the core's polling never sleeps past the holder's
-// remaining TTL, which TryAcquire reports.
+// remaining TTL, which a refused Acquire reports.
 //
 // Reentrant locks follow the owner → count design of a Redis hash, with one
 // field per entry instead of a count: a request whose Owner already holds
@@ -75,7 +77,7 @@
 // writer waits for them. A writer that gives up (a refused TryLock, a
 // cancelled Lock) leaves its mark to lapse: new readers may then be refused
 // for up to that 1 s although no writer waits. This is the one way a
-// refused TryAcquire leaves something behind (driver.Driver asks for
+// refused Acquire leaves something behind (driver.Driver asks for
 // nothing); it never holds the lock, and it is bounded.
 //
 // Each Driver keeps one pub/sub connection, opened on the first Subscribe and
@@ -215,7 +217,7 @@
 // is at least T+15, and so issues more: tokens strictly increase across
 // grants, on any masters, for as long as no master loses its counter, and
 // the Client may hand the lock to its own goroutines with T+1 … T+15 and no
-// request (driver.TokenBlocker). A re-entry keeps the token of the
+// request (TokenBlock). A re-entry keeps the token of the
 // entry it joins. The second phase costs one more round trip per
 // acquisition (in parallel on the granting masters); renewal and release
 // cost one.

@@ -14,12 +14,11 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// Driver is a dlock driver over one Redis server or a Redis Cluster. It
-// implements driver.Driver, driver.Featurer (read-write and reentrant
-// locks), driver.Notifier, driver.Validator, driver.BatchExtender and
-// driver.Inspector. Make it with [New] over a go-redis client, or through
-// dlock.Open with a "redis://", "rediss://", "redis+cluster://" or
-// "rediss+cluster://" URL. It is safe for concurrent use.
+// Driver is a dlock driver over one Redis server or a Redis Cluster: see
+// [Driver.Capabilities] for what it offers. Make it with [New] over a
+// go-redis client, or through dlock.Open with a "redis://", "rediss://",
+// "redis+cluster://" or "rediss+cluster://" URL. It is safe for concurrent
+// use.
 type Driver struct {
 	client goredis.UniversalClient
 	owned  bool // the client was made from a URL, so Close closes it
@@ -38,12 +37,7 @@ type Driver struct {
 	queued   map[string]struct{}
 }
 
-var (
-	_ driver.Driver    = (*Driver)(nil)
-	_ driver.Featurer  = (*Driver)(nil)
-	_ driver.Notifier  = (*Driver)(nil)
-	_ driver.Validator = (*Driver)(nil)
-)
+var _ driver.Driver = (*Driver)(nil)
 
 // New returns a Driver over client, which the caller keeps owning: Close
 // does not close it. Each Driver is an independent lock client, even when
@@ -88,33 +82,38 @@ func newDriver(client goredis.UniversalClient, owned bool, o options) *Driver {
 	}
 }
 
-// ValidateKey accepts every key the core accepts: Redis names are binary
-// safe, and the driver's escaping keeps any key's names distinct.
-func (d *Driver) ValidateKey(string) error { return nil }
-
-// ValidateTTL accepts every TTL the core accepts (10 ms to 30 days). Redis
-// expiries are whole milliseconds, so TTLs are rounded up to the next one:
+// Capabilities reports read-write and reentrant locks, release
+// notifications (Subscribe), batched renewal (ExtendBatch), direct handoff
+// (Transfer) with blocks of 16 fencing tokens, and inspection (Inspect): see
+// "Capabilities" in the package documentation. It sets no key or TTL rule
+// of its own: Redis names are binary safe, the driver's escaping keeps any
+// key's names distinct, and TTLs are rounded up to whole milliseconds, so
 // the lock is never held for less than asked.
-func (d *Driver) ValidateTTL(time.Duration) error { return nil }
-
-// Features reports read-write and reentrant locks: see "Capabilities" in
-// the package documentation.
-func (d *Driver) Features() driver.Features {
-	return driver.Features{Shared: true, Reentrant: true}
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Shared:        true,
+		Reentrant:     true,
+		TokenBlock:    tokenBlock,
+		Notifier:      d,
+		BatchExtender: d,
+		Transferer:    d,
+		Inspector:     d,
+	}
 }
 
-// TryAcquire takes the lock req.Key for req.ID with one script: in req.Mode,
-// entering it again when req.Owner already holds it in that mode, and with a
-// new fencing token for every new grant. When another owner holds the lock
-// it returns a *driver.LockedError with the time the holder's lease still
-// runs.
+// Acquire tries once to take the lock req.Key for req.ID with one script:
+// in req.Mode, entering it again when req.Owner already holds it in that
+// mode, and with a new fencing token for every new grant (the driver is not
+// Blocking: the core waits, woken by Subscribe). When another owner holds
+// the lock it returns a *driver.LockedError with the time the holder's
+// lease still runs.
 //
 // When the script's outcome is unknown (ctx ended or the connection failed
 // after it was sent), it may have been applied: the hold is then released by
 // req.ID, with a context that outlives ctx but not the TTL, before the error
 // is returned, so that nothing is left behind. A lease is made only from the
 // script's own reply: see "Guarantees" in the package documentation.
-func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	if err := d.enter(ctx); err != nil {
 		return nil, err
 	}

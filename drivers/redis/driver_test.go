@@ -22,9 +22,9 @@ func reqFor(key string, ttl time.Duration) driver.Request {
 
 func mustAcquire(t *testing.T, d *Driver, req driver.Request) driver.Lease {
 	t.Helper()
-	l, err := d.TryAcquire(ctxFor(t), req)
+	l, err := d.Acquire(ctxFor(t), req)
 	if err != nil {
-		t.Fatalf("TryAcquire(%q): %v", req.Key, err)
+		t.Fatalf("Acquire(%q): %v", req.Key, err)
 	}
 	return l
 }
@@ -109,7 +109,7 @@ func waken(s driver.Subscription, d time.Duration) bool {
 	}
 }
 
-func TestTryAcquireLocked(t *testing.T) {
+func TestAcquireLocked(t *testing.T) {
 	rdb := newRDB(t)
 	d1, d2 := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
 	key := testKey(t)
@@ -122,16 +122,16 @@ func TestTryAcquireLocked(t *testing.T) {
 		t.Fatalf("lock key holds %q with TTL %v, want %q with TTL up to %v", id, ttl, req.ID, req.TTL)
 	}
 
-	_, err := d2.TryAcquire(ctxFor(t), reqFor(key, time.Second))
+	_, err := d2.Acquire(ctxFor(t), reqFor(key, time.Second))
 	le, ok := errors.AsType[*driver.LockedError](err)
 	if !errors.Is(err, driver.ErrLocked) || !ok {
-		t.Fatalf("second TryAcquire: got %v, want a *LockedError", err)
+		t.Fatalf("second Acquire: got %v, want a *LockedError", err)
 	}
 	if le.RetryAfter <= 0 || le.RetryAfter > req.TTL {
 		t.Fatalf("RetryAfter = %v, want the holder's remaining TTL, in (0, %v]", le.RetryAfter, req.TTL)
 	}
 	if id, _ := holderOf(t, rdb, DefaultKeyPrefix, key); id != req.ID {
-		t.Fatalf("after the refused TryAcquire the lock holds %q, want %q", id, req.ID)
+		t.Fatalf("after the refused Acquire the lock holds %q, want %q", id, req.ID)
 	}
 	if err := l.Release(ctxFor(t)); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -238,12 +238,12 @@ func TestUnusableCounterRefusesGrant(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = d.TryAcquire(ctxFor(t), reqFor(key, time.Second))
+		_, err = d.Acquire(ctxFor(t), reqFor(key, time.Second))
 		if err == nil || errors.Is(err, driver.ErrLocked) {
-			t.Fatalf("TryAcquire with counter %q: got %v, want an error", bad, err)
+			t.Fatalf("Acquire with counter %q: got %v, want an error", bad, err)
 		}
 		if id, _ := holderOf(t, rdb, DefaultKeyPrefix, key); id != "" {
-			t.Fatalf("TryAcquire with counter %q left a lock holding %q", bad, id)
+			t.Fatalf("Acquire with counter %q left a lock holding %q", bad, id)
 		}
 	}
 }
@@ -398,15 +398,15 @@ func TestCancelledContextLeavesNoKey(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := d.TryAcquire(ctx, reqFor(key, time.Second)); err != context.Canceled {
-		t.Fatalf("TryAcquire with a cancelled context: got %v, want exactly context.Canceled", err)
+	if _, err := d.Acquire(ctx, reqFor(key, time.Second)); err != context.Canceled {
+		t.Fatalf("Acquire with a cancelled context: got %v, want exactly context.Canceled", err)
 	}
 	if id, _ := holderOf(t, rdb, DefaultKeyPrefix, key); id != "" {
-		t.Fatalf("the cancelled TryAcquire left a lock holding %q", id)
+		t.Fatalf("the cancelled Acquire left a lock holding %q", id)
 	}
 
 	// Cancelled while the script ran: the grant was applied, and must be
-	// given back before TryAcquire returns.
+	// given back before Acquire returns.
 	hooked := newRDB(t)
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
@@ -414,15 +414,15 @@ func TestCancelledContextLeavesNoKey(t *testing.T) {
 	hooked.AddHook(h)
 	hd := newTestDriver(t, hooked)
 	h.armed.Store(true)
-	_, err := hd.TryAcquire(ctx, reqFor(key, time.Minute))
+	_, err := hd.Acquire(ctx, reqFor(key, time.Minute))
 	if err != context.Canceled {
-		t.Fatalf("TryAcquire cancelled mid-script: got %v, want exactly context.Canceled", err)
+		t.Fatalf("Acquire cancelled mid-script: got %v, want exactly context.Canceled", err)
 	}
 	if h.armed.Load() {
 		t.Fatal("the hook did not fire")
 	}
 	if id, _ := holderOf(t, rdb, DefaultKeyPrefix, key); id != "" {
-		t.Fatalf("the cancelled TryAcquire left a lock holding %q", id)
+		t.Fatalf("the cancelled Acquire left a lock holding %q", id)
 	}
 
 	// Through the core: a Lock cancelled while it waits leaves nothing.
@@ -472,8 +472,8 @@ func TestCloseKeepsCallersClient(t *testing.T) {
 	if id, _ := holderOf(t, rdb, DefaultKeyPrefix, key); id == "" {
 		t.Fatal("Close released the lock")
 	}
-	if _, err := d.TryAcquire(ctxFor(t), reqFor(key, time.Second)); !errors.Is(err, driver.ErrClosed) {
-		t.Errorf("TryAcquire after Close: %v", err)
+	if _, err := d.Acquire(ctxFor(t), reqFor(key, time.Second)); !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("Acquire after Close: %v", err)
 	}
 	if _, err := d.Subscribe(ctxFor(t), key); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("Subscribe after Close: %v", err)
@@ -504,8 +504,8 @@ func TestHostileKeysAreDistinctLocks(t *testing.T) {
 			key = key[len(key)-1024:]
 		}
 		leases = append(leases, mustAcquire(t, d1, reqFor(key, 10*time.Second)))
-		if _, err := d2.TryAcquire(ctxFor(t), reqFor(key, time.Second)); !errors.Is(err, driver.ErrLocked) {
-			t.Fatalf("TryAcquire(%q) while held: got %v, want ErrLocked", key, err)
+		if _, err := d2.Acquire(ctxFor(t), reqFor(key, time.Second)); !errors.Is(err, driver.ErrLocked) {
+			t.Fatalf("Acquire(%q) while held: got %v, want ErrLocked", key, err)
 		}
 	}
 	for i, l := range leases {

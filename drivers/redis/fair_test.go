@@ -156,10 +156,10 @@ func TestFreeLockGoesToQueueHead(t *testing.T) {
 
 	waiting := reqFor(key, 5*time.Second)
 	waiting.Wait = true
-	if _, err := head.TryAcquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
+	if _, err := head.Acquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("waiting request while held: got %v, want ErrLocked", err)
 	}
-	if _, err := other.TryAcquire(ctx, reqFor(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := other.Acquire(ctx, reqFor(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("TryLock while held: got %v, want ErrLocked", err)
 	}
 	waitQueued(t, key, 1) // the waiting request queued; the TryLock did not
@@ -167,10 +167,10 @@ func TestFreeLockGoesToQueueHead(t *testing.T) {
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.TryAcquire(ctx, reqFor(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := other.Acquire(ctx, reqFor(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("TryLock of a free lock with a queued waiter: got %v, want ErrLocked", err)
 	}
-	l, err := head.TryAcquire(ctx, waiting)
+	l, err := head.Acquire(ctx, waiting)
 	if err != nil {
 		t.Fatalf("the queue's head: %v", err)
 	}
@@ -190,7 +190,7 @@ func TestReleaseOnlyWakesQueueHead(t *testing.T) {
 	held := mustAcquire(t, holder, reqFor(key, 5*time.Second))
 	waiting := reqFor(key, 5*time.Second)
 	waiting.Wait = true
-	if _, err := head.TryAcquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
+	if _, err := head.Acquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("waiting request while held: got %v, want ErrLocked", err)
 	}
 	sub, err := head.Subscribe(ctx, key)
@@ -210,7 +210,7 @@ func TestReleaseOnlyWakesQueueHead(t *testing.T) {
 		t.Fatalf("the lock's key exists after its only hold was released (%v): a release must not grant", err)
 	}
 	waitQueued(t, key, 1) // still queued: only its own request takes the lock
-	l, err := head.TryAcquire(ctx, waiting)
+	l, err := head.Acquire(ctx, waiting)
 	if err != nil {
 		t.Fatalf("the head's own request: %v", err)
 	}
@@ -240,7 +240,7 @@ func TestStrangerRefusalRenewsQueueEntry(t *testing.T) {
 		req.Wait = true
 		var expiries []string
 		for range 2 {
-			_, err := d.TryAcquire(ctx, req)
+			_, err := d.Acquire(ctx, req)
 			le, ok := errors.AsType[*driver.LockedError](err)
 			if !ok {
 				t.Fatalf("stranger's value (expiry %v): got %v, want a LockedError", pexpire, err)

@@ -23,7 +23,7 @@ func reqOf(key string, ttl time.Duration, mode driver.Mode, owner string) driver
 // its RetryAfter.
 func expectRefused(t *testing.T, d *Driver, req driver.Request, why string) time.Duration {
 	t.Helper()
-	l, err := d.TryAcquire(ctxFor(t), req)
+	l, err := d.Acquire(ctxFor(t), req)
 	if err == nil {
 		_ = l.Release(ctxFor(t))
 		t.Fatalf("%s %q (owner %q) was granted: %s", req.Mode, req.Key, req.Owner, why)
@@ -250,7 +250,7 @@ func TestWaitingWriterHoldsOffNewReaders(t *testing.T) {
 	var late driver.Lease
 	waitServer(t, "an abandoned wait mark to lapse", func() bool {
 		var err error
-		late, err = d1.TryAcquire(ctxFor(t), reqOf(key, time.Second, driver.Shared, ""))
+		late, err = d1.Acquire(ctxFor(t), reqOf(key, time.Second, driver.Shared, ""))
 		return err == nil
 	})
 	if waited := time.Since(refused); waited > ttl+time.Second {

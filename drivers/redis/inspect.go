@@ -78,5 +78,3 @@ func infoOf(state *goredis.Cmd, waiters int) (driver.Info, error) {
 	}
 	return info, nil
 }
-
-var _ driver.Inspector = (*Driver)(nil)

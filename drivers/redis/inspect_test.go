@@ -15,7 +15,7 @@ func TestInspect(t *testing.T) {
 		t.Fatalf("free lock: got %+v, %v", info, err)
 	}
 	id := newID()
-	l, err := d.TryAcquire(ctx, driver.Request{Key: key, ID: id, TTL: time.Minute})
+	l, err := d.Acquire(ctx, driver.Request{Key: key, ID: id, TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

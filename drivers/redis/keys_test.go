@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
 )
 
 // hostileKeys are keys that would break a naive mapping: braces (the
@@ -179,17 +178,18 @@ func TestOptions(t *testing.T) {
 	if err != nil || d.prefix != DefaultKeyPrefix {
 		t.Fatalf("New with no option: %v, prefix %q", err, d.prefix)
 	}
-	if err := d.ValidateKey(hostileKeys()[0]); err != nil {
-		t.Errorf("ValidateKey: %v", err)
-	}
-	if err := d.ValidateTTL(10 * time.Millisecond); err != nil {
-		t.Errorf("ValidateTTL: %v", err)
+	caps := d.Capabilities()
+	if caps.CheckKey != nil || caps.MinTTL != 0 || caps.MaxTTL != 0 {
+		t.Errorf("Capabilities: key or TTL rules of its own (CheckKey %v, MinTTL %v, MaxTTL %v), want the core's", caps.CheckKey != nil, caps.MinTTL, caps.MaxTTL)
 	}
 	_ = d.Close()
 	if _, err := New(nil); err == nil {
 		t.Error("New(nil): want an error")
 	}
-	if f, ok := any(d).(driver.Featurer); !ok || f.Features() != (driver.Features{Shared: true, Reentrant: true}) {
+	if !caps.Shared || !caps.Reentrant {
 		t.Error("Driver does not report read-write and reentrant locks")
+	}
+	if caps.Blocking || caps.TokenBlock != tokenBlock || caps.Notifier == nil || caps.BatchExtender == nil || caps.Transferer == nil || caps.Inspector == nil {
+		t.Errorf("Capabilities = %+v, want Notifier, BatchExtender, Transferer, Inspector and TokenBlock %d, not Blocking", caps, tokenBlock)
 	}
 }

@@ -13,8 +13,10 @@ import (
 )
 
 // lease is one hold on Redis: the field h:ID of the lock hash, there until
-// it expires, is released, or someone tampers with the lock.
+// it expires, is released, or someone tampers with the lock. Redis does
+// not tell a holder of its loss: the next Extend finds it.
 type lease struct {
+	driver.NoReports
 	d        *Driver
 	names    names
 	id       string
@@ -119,7 +121,7 @@ func fence(ctx context.Context, c goredis.Scripter, n names, id string, token, b
 }
 
 // release runs the release script for hold id on one server: for Release,
-// and for TryAcquire giving back a grant whose reply it could not wait for.
+// and for Acquire giving back a grant whose reply it could not wait for.
 func release(ctx context.Context, c goredis.Scripter, n names, id, publish string) (bool, error) {
 	ok, err := releaseScript.Run(ctx, c, []string{n.lock, n.waiters()}, id, n.channel(), publish).Int64()
 	return ok == 1, err

@@ -15,7 +15,8 @@ import (
 
 // RedLock is a dlock driver over N independent Redis masters (the RedLock
 // algorithm): a lock is held when a majority of them, N/2+1, hold it, each
-// with the same scripts, key layout and capabilities as [Driver]. Make it
+// with the same scripts, key layout and capabilities as [Driver] but
+// Transfer (see [RedLock.Capabilities]). Make it
 // with [NewRedLock] over go-redis clients, or through dlock.Open with a
 // "redlock://" URL; see "RedLock" in the package documentation for what it
 // promises. It is safe for concurrent use.
@@ -38,14 +39,7 @@ type rlNode struct {
 	notify *notifier
 }
 
-var (
-	_ driver.Driver        = (*RedLock)(nil)
-	_ driver.Featurer      = (*RedLock)(nil)
-	_ driver.Notifier      = (*RedLock)(nil)
-	_ driver.Validator     = (*RedLock)(nil)
-	_ driver.BatchExtender = (*RedLock)(nil)
-	_ driver.Inspector     = (*RedLock)(nil)
-)
+var _ driver.Driver = (*RedLock)(nil)
 
 // NewRedLock returns a RedLock driver over one client per master, which the
 // caller keeps owning: Close does not close them. Each client must reach a
@@ -109,18 +103,26 @@ func clientAddr(c goredis.UniversalClient) string {
 	return ""
 }
 
-// Features reports read-write and reentrant locks, each held on a majority.
-func (r *RedLock) Features() driver.Features {
-	return driver.Features{Shared: true, Reentrant: true}
-}
-
-// ValidateKey accepts every key the core accepts, as [Driver] does.
-func (r *RedLock) ValidateKey(string) error { return nil }
-
-// ValidateTTL accepts every TTL the core accepts, as [Driver] does. A TTL
-// too short for the masters' round trips is refused later, by every
+// Capabilities reports read-write and reentrant locks, each held on a
+// majority, release notifications from every master (Subscribe), batched
+// renewal (ExtendBatch), inspection (Inspect) and blocks of 16 fencing
+// tokens, as [Driver.Capabilities] does; there is no Transfer. Every
+// master that grants reserves a block, and the second phase of an
+// acquisition moves a majority's counters past the block of the token
+// chosen, so that any later majority includes a master whose next token is
+// beyond it. Keys and TTLs are those the core accepts, as for [Driver]: a
+// TTL too short for the masters' round trips is refused later, by every
 // acquisition finding its validity used up.
-func (r *RedLock) ValidateTTL(time.Duration) error { return nil }
+func (r *RedLock) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Shared:        true,
+		Reentrant:     true,
+		TokenBlock:    tokenBlock,
+		Notifier:      r,
+		BatchExtender: r,
+		Inspector:     r,
+	}
+}
 
 // Masters returns the number of masters, and Quorum the majority a lock
 // needs.
@@ -168,7 +170,8 @@ func (r *RedLock) each(ctx context.Context, timeout time.Duration, want []bool, 
 	wg.Wait()
 }
 
-// TryAcquire takes the lock on a majority of the masters, in two phases.
+// Acquire tries once to take the lock on a majority of the masters, in two
+// phases.
 //
 // First the acquire script runs on every master at once, each bounded by the
 // per-master timeout. Without a majority of grants, or when the time taken
@@ -189,7 +192,7 @@ func (r *RedLock) each(ctx context.Context, timeout time.Duration, want []bool, 
 // The lease's Validity is the TTL, counted by the core from the start of
 // this call: the time the masters took is thereby subtracted, and the core
 // subtracts the drift allowance too.
-func (r *RedLock) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	if err := r.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -415,8 +418,11 @@ func (r *RedLock) opErr(err error) error {
 	return markNotNow(err)
 }
 
-// rlLease is a lock held on a majority of the masters.
+// rlLease is a lock held on a majority of the masters. As on a single
+// server, the masters do not tell a holder of its loss: the next Extend
+// finds it.
 type rlLease struct {
+	driver.NoReports
 	r        *RedLock
 	names    names
 	id       string
@@ -425,15 +431,6 @@ type rlLease struct {
 }
 
 var _ driver.Lease = (*rlLease)(nil)
-
-var _ driver.TokenBlocker = (*RedLock)(nil)
-
-// TokenBlock returns how many fencing tokens each new plain exclusive grant
-// reserves (driver.TokenBlocker), as [Driver.TokenBlock] does: every master
-// that grants reserves a block, and the second phase moves a majority's
-// counters past the block of the token chosen, so that any later majority
-// includes a master whose next token is beyond it.
-func (r *RedLock) TokenBlock() uint64 { return tokenBlock }
 
 // Token returns the fencing token: see "RedLock" in the package
 // documentation for its guarantee.

@@ -226,12 +226,12 @@ func (g *rlGroup) testMinorityDown(t *testing.T) {
 	// The driver: validity is the TTL, counted from the call's start, and
 	// the call waited for the paused master.
 	started := time.Now()
-	probe, err := r.TryAcquire(ctxFor(t), reqFor(testKey(t), 2*time.Second))
+	probe, err := r.Acquire(ctxFor(t), reqFor(testKey(t), 2*time.Second))
 	if err != nil {
-		t.Fatalf("TryAcquire with 2 of 5 masters down: %v", err)
+		t.Fatalf("Acquire with 2 of 5 masters down: %v", err)
 	}
 	if took := time.Since(started); took < r.nodeTimeout(2*time.Second) {
-		t.Errorf("TryAcquire took %v, less than the per-master timeout: the paused master was not waited for", took)
+		t.Errorf("Acquire took %v, less than the per-master timeout: the paused master was not waited for", took)
 	}
 	if v := probe.Validity(); v != 2*time.Second {
 		t.Errorf("Validity %v, want the TTL (counted from the call's start)", v)
@@ -281,11 +281,11 @@ func (g *rlGroup) testMajorityDown(t *testing.T) {
 	g.down(t, false, 4)
 	key := testKey(t)
 	req := reqFor(key, 2*time.Second)
-	_, err := r.TryAcquire(ctxFor(t), req)
+	_, err := r.Acquire(ctxFor(t), req)
 	if err == nil || errors.Is(err, driver.ErrLocked) {
-		t.Fatalf("TryAcquire with 3 of 5 masters down: got %v, want an error other than ErrLocked", err)
+		t.Fatalf("Acquire with 3 of 5 masters down: got %v, want an error other than ErrLocked", err)
 	}
-	t.Logf("TryAcquire with 3 of 5 masters down: %v", err)
+	t.Logf("Acquire with 3 of 5 masters down: %v", err)
 	if got := g.holding(t, key, req.ID, 1, 3); got != 0 {
 		t.Fatalf("the refused request left holds on %d of the reachable masters", got)
 	}
@@ -301,9 +301,9 @@ func (g *rlGroup) testSlowMajority(t *testing.T) {
 	g.down(t, true, 0) // the acquisition waits 300 ms for it
 	key := testKey(t)
 	req := reqFor(key, 100*time.Millisecond)
-	_, err := r.TryAcquire(ctxFor(t), req)
+	_, err := r.Acquire(ctxFor(t), req)
 	if err == nil || errors.Is(err, driver.ErrLocked) || !strings.Contains(err.Error(), "TTL") {
-		t.Fatalf("TryAcquire outliving its TTL: got %v, want an error saying the validity ran out", err)
+		t.Fatalf("Acquire outliving its TTL: got %v, want an error saying the validity ran out", err)
 	}
 	if got := g.holding(t, key, req.ID, 1, 2, 3, 4); got != 0 {
 		t.Fatalf("the expired grant was left on %d masters", got)
@@ -366,7 +366,7 @@ func (g *rlGroup) testReentryAcrossMasters(t *testing.T) {
 	if again.Token() != first.Token() {
 		t.Fatalf("re-entry token %d, want the entry's %d", again.Token(), first.Token())
 	}
-	if _, err := other.TryAcquire(ctxFor(t), reqOf(key, time.Second, driver.Exclusive, "stranger")); !errors.Is(err, driver.ErrLocked) {
+	if _, err := other.Acquire(ctxFor(t), reqOf(key, time.Second, driver.Exclusive, "stranger")); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("a stranger while owner holds: %v", err)
 	}
 	for _, l := range []driver.Lease{first, again} {
@@ -457,9 +457,9 @@ func (g *rlGroup) testBatchAndInspect(t *testing.T) {
 
 func mustAcquireRL(t *testing.T, r *RedLock, req driver.Request) driver.Lease {
 	t.Helper()
-	l, err := r.TryAcquire(ctxFor(t), req)
+	l, err := r.Acquire(ctxFor(t), req)
 	if err != nil {
-		t.Fatalf("TryAcquire(%q): %v", req.Key, err)
+		t.Fatalf("Acquire(%q): %v", req.Key, err)
 	}
 	return l
 }

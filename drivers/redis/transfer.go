@@ -7,15 +7,13 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-var _ driver.Transferer = (*Driver)(nil)
-
 // Transfer hands an exclusive lock from its holder to the request to in one
 // script (transferScript): one round trip where a release and an
 // acquisition take two, and no wake-up for other clients' waiters, since
 // the lock is never free.
 //
 // A transfer whose reply is lost may have happened: the core then retries
-// TryAcquire with to's ID, which acquireScript grants again to the hold it
+// Acquire with to's ID, which acquireScript grants again to the hold it
 // finds with that ID.
 func (d *Driver) Transfer(ctx context.Context, from driver.Lease, to driver.Request) (driver.Lease, error) {
 	if err := d.enter(ctx); err != nil {
@@ -49,18 +47,13 @@ func (d *Driver) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 	return nl, nil
 }
 
-var _ driver.TokenBlocker = (*Driver)(nil)
-
 // tokenBlock is how many fencing tokens each new plain exclusive grant
-// reserves: more than the core's handoffs in a row, so that every handoff
-// inside a Client costs no request at all (see driver.TokenBlocker).
+// reserves (Capabilities.TokenBlock): its own, and the next ones, which the
+// core gives to the next goroutines of the same Client it hands the lock
+// to, without a request. It is more than the core's handoffs in a row, so
+// that every handoff inside a Client costs no request at all. Every later
+// grant's token is past the block.
 const tokenBlock = 16
-
-// TokenBlock returns how many fencing tokens each new plain exclusive grant
-// reserves (driver.TokenBlocker): its own, and the next ones, which the core
-// gives to the next goroutines of the same Client it hands the lock to,
-// without a request. Every later grant's token is past the block.
-func (d *Driver) TokenBlock() uint64 { return tokenBlock }
 
 // blockFor is how many tokens a grant for req reserves: a block for the
 // locks the core can hand over (plain exclusive ones), one otherwise.

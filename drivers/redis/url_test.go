@@ -131,9 +131,9 @@ func TestOpenOwnsClient(t *testing.T) {
 	if d.prefix != "owned:" || !d.owned {
 		t.Fatalf("open: prefix %q owned %v", d.prefix, d.owned)
 	}
-	l, err := d.TryAcquire(ctx, reqFor(testKey(t), time.Second))
+	l, err := d.Acquire(ctx, reqFor(testKey(t), time.Second))
 	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)

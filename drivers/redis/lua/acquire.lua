@@ -13,7 +13,7 @@
 --          lock, a reentrant lock, and RedLock)
 -- ARGV[7]  its queue entry's lifetime, in milliseconds
 -- ARGV[8]  how many tokens a new grant reserves (its block; see
---          driver.TokenBlocker)
+--          driver.Capabilities.TokenBlock)
 --
 -- Reply: {1, token, again} when granted (again is 1 when the request joined
 -- a hold that was already there: a re-entry or a resend, 0 for a new
