@@ -139,14 +139,28 @@ func testSlowAcquireReply(t *T, e *env) {
 	}
 	expectFree(t, probe, "the expired grant was given back or expired")
 
-	// Validity is counted from the call's start, however long the call takes.
+	// Validity is counted from the call's start, however long the call
+	// takes. The core's attempt starts a little after started, and on a
+	// loaded machine this goroutine can wait past the safety margin to be
+	// scheduled in between (68 ms seen at load 18): a deadline past the
+	// bound is measured again, up to three times. A driver that counts
+	// validity from its reply is past it every time.
 	for _, m := range []dlock.Mutex{probe, e.mutex(t, e.client(t, slowReplies(e.ttl/4)), key)} {
-		started := time.Now()
-		l := lock(t, m)
-		if over := l.Deadline().Sub(started.Add(e.ttl)); over > 0 {
-			t.Errorf("deadline %v later than the call's start plus the TTL", over)
+		var overs []time.Duration
+		for range 3 {
+			started := time.Now()
+			l := lock(t, m)
+			over := l.Deadline().Sub(started.Add(e.ttl))
+			unlock(t, l)
+			if over <= 0 {
+				overs = nil
+				break
+			}
+			overs = append(overs, over)
 		}
-		unlock(t, l)
+		if overs != nil {
+			t.Errorf("deadline later than the call's start plus the TTL, three times: by %v", overs)
+		}
 	}
 }
 
