@@ -115,6 +115,7 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Driver, error
 		return nil, err
 	}
 	d := newDriver(o, true)
+	d.timeout.Store(int64(o.sessionTimeout)) // until the server grants one (session.go)
 	conn, _, err := zk.Connect(servers, o.sessionTimeout,
 		zk.WithDialer(d.dialer()),
 		zk.WithEventCallback(d.onEvent),

@@ -29,13 +29,35 @@ import (
 // length, then protocolVersion (int32), timeOut (int32, milliseconds),
 // sessionId (int64), ... A response with session ID 0 refuses an expired
 // session and grants nothing.
+//
+// It also bounds the wait for that response. The client library gives the
+// connect response ten receive timeouts (about 6.7 session timeouts) to
+// arrive, and none at all to its second half; a server or proxy that
+// accepts a connection and stays silent (a port proxy whose server is still
+// starting: seen in the tests after a ZooKeeper restart, 13 s of a 2 s
+// session's client stuck) would hold the client that long before it tried
+// again. Until the response is in, every read deadline is capped at
+// handshakeBy: a session whose connect response takes longer than its
+// timeout is of no use anyway.
 type sniffConn struct {
 	net.Conn
-	granted func(time.Duration)
+	granted     func(time.Duration)
+	handshakeBy time.Time
 
 	mu   sync.Mutex
 	head []byte // the first bytes read, until 20 are in
 	done bool
+}
+
+// SetReadDeadline sets t, capped at handshakeBy until the connect response
+// is in (a zero t, no deadline, included).
+func (c *sniffConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	if !c.done && (t.IsZero() || t.After(c.handshakeBy)) {
+		t = c.handshakeBy
+	}
+	c.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
 }
 
 const connectHeadLen = 20
@@ -66,16 +88,26 @@ func (c *sniffConn) sniff(b []byte) {
 	}
 }
 
-// dialer returns a zk.Dialer that records the granted session timeout.
+// dialer returns a zk.Dialer that records the granted session timeout and
+// bounds the handshake by the session timeout (at least handshakeMin).
 func (d *Driver) dialer() zk.Dialer {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
 		c, err := net.DialTimeout(network, address, timeout)
 		if err != nil {
 			return nil, err
 		}
-		return &sniffConn{Conn: c, granted: func(t time.Duration) { d.timeout.Store(int64(t)) }}, nil
+		by := time.Now().Add(max(d.SessionTimeout(), handshakeMin))
+		if err := c.SetReadDeadline(by); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		return &sniffConn{Conn: c, handshakeBy: by, granted: func(t time.Duration) { d.timeout.Store(int64(t)) }}, nil
 	}
 }
+
+// handshakeMin is the shortest time a connect response is given, whatever
+// the session timeout: a loaded server answers in milliseconds, not in one.
+const handshakeMin = time.Second
 
 // onEvent is the connection's event callback: it must not block, so it only
 // wakes the monitor.
