@@ -52,8 +52,18 @@ func testGrantCancelRace(t *T, e *env) {
 		cancel()
 		outcome("Lock or TryLock", l, err)
 	}
+	// The second way goes on past rounds until it has seen both outcomes a
+	// few times, so that the cancellations fall on both sides of the grant
+	// and some of them as it is made (at most maxRounds, or ten TTLs). The
+	// spread narrows after a lease (the cancellation came late) and widens
+	// after a cancellation. A fixed spread from one round trip measured on
+	// a loaded machine once missed the grant every time: 20 leases, no
+	// cancellation, and a driver that forgets a raced grant went uncaught.
+	const maxRounds, enough = 200, 3
 	spread := max(2*roundTrip(t, e), 3*time.Millisecond)
-	for range rounds {
+	stopAt := time.Now().Add(10 * e.ttl)
+	leasesBefore, cancelledBefore := leases, cancelled
+	for round := 0; round < rounds || (leases-leasesBefore < enough || cancelled-cancelledBefore < enough) && round < maxRounds && time.Now().Before(stopAt); round++ {
 		lh := lock(t, holder)
 		before := arrivals.reachedDriver()
 		ctx, cancel := context.WithCancel(t.Context())
@@ -76,6 +86,11 @@ func testGrantCancelRace(t *T, e *env) {
 		cancel()
 		r := <-got
 		outcome("Lock", r.l, r.err)
+		if r.err == nil {
+			spread = max(spread*4/5, 500*time.Microsecond)
+		} else {
+			spread = min(spread*5/4, e.ttl)
+		}
 	}
 	t.Logf("%d leases, %d cancellations", leases, cancelled)
 }
