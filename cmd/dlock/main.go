@@ -22,7 +22,7 @@ import (
 	// Every backend, for URLs and configuration.
 	_ "github.com/dlock-go/dlock/drivers/etcd"
 	_ "github.com/dlock-go/dlock/drivers/hazelcast"
-	_ "github.com/dlock-go/dlock/drivers/memcached"
+	_ "github.com/dlock-go/dlock/drivers/memcache"
 	_ "github.com/dlock-go/dlock/drivers/memory"
 	_ "github.com/dlock-go/dlock/drivers/postgres"
 	_ "github.com/dlock-go/dlock/drivers/redis"

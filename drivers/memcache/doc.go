@@ -4,15 +4,15 @@
 // Importing it registers the URL schemes "memcache" and "memcached" with
 // dlock.Open:
 //
-//	import _ "github.com/dlock-go/dlock/drivers/memcached"
+//	import _ "github.com/dlock-go/dlock/drivers/memcache"
 //
 //	client, err := dlock.Open(ctx, "memcache://localhost:11211")
 //
 // An application that already has a gomemcache client passes it to [New]
 // instead, and keeps owning it:
 //
-//	mc := memcache.New("localhost:11211")
-//	d, err := memcached.New(mc)
+//	mc := gomemcache.New("localhost:11211")
+//	d, err := memcache.New(mc)
 //	...
 //	client, err := dlock.New(d, dlock.WithTTL(15*time.Second))
 //
@@ -152,4 +152,4 @@
 // Errors about the URL wrap dlock.ErrInvalidURL. The Driver closes the
 // client it made on Close. Clients with TLS or a custom server selector are
 // made by the caller and passed to [New].
-package memcached
+package memcache

@@ -1,4 +1,4 @@
-package memcached
+package memcache
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
 )
 
 // Fencing tokens come from a counter item per lock, stored without expiry
@@ -64,16 +64,16 @@ func (d *Driver) nextToken(fence string) (uint64, error) {
 		case serverReplied(err):
 			// e.g. "cannot increment or decrement non-numeric value"
 			return 0, fmt.Errorf("%w: %q: %w", errBadCounter, fence, err)
-		case !errors.Is(err, memcache.ErrCacheMiss):
+		case !errors.Is(err, gomemcache.ErrCacheMiss):
 			return 0, err
 		}
 		start := uint64(time.Now().UnixMicro())
-		item := &memcache.Item{Key: fence, Value: strconv.AppendUint(nil, start+tokenBlock-1, 10)}
+		item := &gomemcache.Item{Key: fence, Value: strconv.AppendUint(nil, start+tokenBlock-1, 10)}
 		_, err = d.call(func() error { return d.mc.Add(item) })
 		switch {
 		case err == nil:
 			return start, nil
-		case errors.Is(err, memcache.ErrNotStored):
+		case errors.Is(err, gomemcache.ErrNotStored):
 			// Another grant started it first (or our own earlier attempt
 			// did, on a connection that broke): advance it.
 		default:

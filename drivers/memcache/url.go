@@ -1,4 +1,4 @@
-package memcached
+package memcache
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
@@ -30,7 +30,7 @@ const DefaultPort = "11211"
 // Defaults of the gomemcache client that dlock.Open makes.
 const (
 	// DefaultTimeout bounds each request: gomemcache's own default.
-	DefaultTimeout = memcache.DefaultTimeout
+	DefaultTimeout = gomemcache.DefaultTimeout
 	// DefaultMaxIdleConns is how many idle connections per server the
 	// client keeps: more than gomemcache's 2, since every goroutine that
 	// locks or renews at the same time needs one.
@@ -66,13 +66,13 @@ func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	// SetServers resolves host names now, once; memcache.New would ignore
+	// SetServers resolves host names now, once; gomemcache.New would ignore
 	// a failure and leave the client without servers.
-	var servers memcache.ServerList
+	var servers gomemcache.ServerList
 	if err := servers.SetServers(cfg.servers...); err != nil {
 		return nil, fmt.Errorf("memcached: %s: resolve servers: %w", u.Redacted(), err)
 	}
-	client := memcache.NewFromSelector(&servers)
+	client := gomemcache.NewFromSelector(&servers)
 	client.Timeout = cfg.timeout
 	client.MaxIdleConns = cfg.maxIdle
 	if err := ctx.Err(); err != nil {

@@ -1,10 +1,10 @@
-package memcached
+package memcache
 
 import (
 	"errors"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/dlock-go/dlock/driver"
 )
@@ -50,10 +50,10 @@ func (d *Driver) extend(n names, id string, secs int32) error {
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, memcache.ErrCASConflict):
+		case errors.Is(err, gomemcache.ErrCASConflict):
 			// Changed since the read (perhaps by our own earlier attempt
 			// on a connection that broke): read it again.
-		case errors.Is(err, memcache.ErrCacheMiss), errors.Is(err, memcache.ErrNotStored):
+		case errors.Is(err, gomemcache.ErrCacheMiss), errors.Is(err, gomemcache.ErrNotStored):
 			return driver.ErrNotHeld // expired or evicted since the read
 		default:
 			return err
@@ -82,17 +82,17 @@ func (d *Driver) release(n names, id string) error {
 		if it == nil || !heldBy(it.Value, id) {
 			return notHeld()
 		}
-		gone := &memcache.Item{Key: n.lock, Expiration: expireNow, CasID: it.CasID}
+		gone := &gomemcache.Item{Key: n.lock, Expiration: expireNow, CasID: it.CasID}
 		again, err := d.call(func() error { return d.mc.CompareAndSwap(gone) })
 		maybeDone = maybeDone || again
 		switch {
 		case err == nil:
 			d.hints.drop(n.lock)
 			return nil
-		case errors.Is(err, memcache.ErrCASConflict):
+		case errors.Is(err, gomemcache.ErrCASConflict):
 			// Changed since the read: by our own concurrent Extend, or
 			// by another holder; the next read tells.
-		case errors.Is(err, memcache.ErrCacheMiss), errors.Is(err, memcache.ErrNotStored):
+		case errors.Is(err, gomemcache.ErrCacheMiss), errors.Is(err, gomemcache.ErrNotStored):
 			return notHeld()
 		default:
 			return err
@@ -102,10 +102,10 @@ func (d *Driver) release(n names, id string) error {
 }
 
 // read returns the item name with its CAS unique, or nil when there is none.
-func (d *Driver) read(name string) (*memcache.Item, error) {
-	var it *memcache.Item
+func (d *Driver) read(name string) (*gomemcache.Item, error) {
+	var it *gomemcache.Item
 	_, err := d.call(func() (err error) { it, err = d.mc.Get(name); return err })
-	if errors.Is(err, memcache.ErrCacheMiss) {
+	if errors.Is(err, gomemcache.ErrCacheMiss) {
 		return nil, nil
 	}
 	return it, err

@@ -1,4 +1,4 @@
-package memcached
+package memcache
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/dlock-go/dlock/internal/testserver"
 )
@@ -38,7 +38,7 @@ func serverAddrs(tb testing.TB, rawURL string) []string {
 }
 
 // newMC returns a gomemcache client of the test server, closed when tb ends.
-func newMC(tb testing.TB) *memcache.Client {
+func newMC(tb testing.TB) *gomemcache.Client {
 	tb.Helper()
 	server.Need(tb)
 	return newMCAt(tb, server.URL)
@@ -46,9 +46,9 @@ func newMC(tb testing.TB) *memcache.Client {
 
 // newMCAt returns a gomemcache client of the servers of rawURL, closed when
 // tb ends.
-func newMCAt(tb testing.TB, rawURL string) *memcache.Client {
+func newMCAt(tb testing.TB, rawURL string) *gomemcache.Client {
 	tb.Helper()
-	mc := memcache.New(serverAddrs(tb, rawURL)...)
+	mc := gomemcache.New(serverAddrs(tb, rawURL)...)
 	mc.Timeout = 2 * time.Second // generous: the machine is shared
 	mc.MaxIdleConns = 4
 	tb.Cleanup(func() { _ = mc.Close() })
@@ -56,7 +56,7 @@ func newMCAt(tb testing.TB, rawURL string) *memcache.Client {
 }
 
 // newTestDriver returns a Driver over mc, closed when tb ends.
-func newTestDriver(tb testing.TB, mc *memcache.Client, opts ...Option) *Driver {
+func newTestDriver(tb testing.TB, mc *gomemcache.Client, opts ...Option) *Driver {
 	tb.Helper()
 	d, err := New(mc, opts...)
 	if err != nil {

@@ -1,4 +1,4 @@
-package memcached
+package memcache
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 // BenchmarkSuite runs the standard benchmark suite (internal/benchkit)
 // against the test server, comparing with raw add + delete in the same run.
 //
-//	make bench   (or: go test -run '^$' -bench Suite -benchtime 1x ./drivers/memcached/)
+//	make bench   (or: go test -run '^$' -bench Suite -benchtime 1x ./drivers/memcache/)
 func BenchmarkSuite(b *testing.B) {
 	server.Need(b)
 	target, done, err := benchtargets.Memcached(server.URL)

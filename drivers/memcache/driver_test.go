@@ -1,4 +1,4 @@
-package memcached
+package memcache
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
@@ -32,10 +32,10 @@ func mustAcquire(t *testing.T, d *Driver, req driver.Request) driver.Lease {
 
 // holderOf returns the request ID the lock item of key names ("" when there
 // is no item) and the expiry it announces.
-func holderOf(t *testing.T, mc *memcache.Client, key string) (string, time.Time) {
+func holderOf(t *testing.T, mc *gomemcache.Client, key string) (string, time.Time) {
 	t.Helper()
 	it, err := mc.Get(namesOf(DefaultKeyPrefix, key).lock)
-	if errors.Is(err, memcache.ErrCacheMiss) {
+	if errors.Is(err, gomemcache.ErrCacheMiss) {
 		return "", time.Time{}
 	}
 	if err != nil {
@@ -50,7 +50,7 @@ func holderOf(t *testing.T, mc *memcache.Client, key string) (string, time.Time)
 
 // expire removes the lock item of key behind its holder's back, as its
 // expiry (or an eviction) would.
-func expire(t *testing.T, mc *memcache.Client, key string) {
+func expire(t *testing.T, mc *gomemcache.Client, key string) {
 	t.Helper()
 	if err := mc.Delete(namesOf(DefaultKeyPrefix, key).lock); err != nil {
 		t.Fatalf("delete lock item of %q: %v", key, err)
@@ -108,7 +108,7 @@ func TestReleaseFreesAtOnce(t *testing.T) {
 	mc := newMC(t)
 	d := newTestDriver(t, mc)
 	key := testKey(t)
-	sentinel := &memcache.Item{Key: "sentinel-" + newID(), Value: []byte("keep me"), Expiration: 60}
+	sentinel := &gomemcache.Item{Key: "sentinel-" + newID(), Value: []byte("keep me"), Expiration: 60}
 	if err := mc.Set(sentinel); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestReleaseFreesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := namesOf(DefaultKeyPrefix, key).lock
-	if err := mc.Add(&memcache.Item{Key: name, Value: []byte("x"), Expiration: 5}); err != nil {
+	if err := mc.Add(&gomemcache.Item{Key: name, Value: []byte("x"), Expiration: 5}); err != nil {
 		t.Fatalf("add of the released lock item: %v, want it free at once", err)
 	}
 	if err := mc.Delete(name); err != nil {
@@ -205,7 +205,7 @@ func TestUnusableCounterRefusesGrant(t *testing.T) {
 	key := testKey(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	for _, bad := range []string{"abc", "18446744073709551615", strconv.FormatUint(maxToken, 10)} {
-		if err := mc.Set(&memcache.Item{Key: n.fence, Value: []byte(bad)}); err != nil {
+		if err := mc.Set(&gomemcache.Item{Key: n.fence, Value: []byte(bad)}); err != nil {
 			t.Fatal(err)
 		}
 		_, err := d.Acquire(ctxFor(t), reqFor(key))
@@ -407,7 +407,7 @@ func TestNewRejects(t *testing.T) {
 	if _, err := New(nil); err == nil {
 		t.Error("New(nil): want an error")
 	}
-	mc := memcache.New("127.0.0.1:1")
+	mc := gomemcache.New("127.0.0.1:1")
 	for _, p := range []string{"has space", "tab\t", "\x00", string(make([]byte, 65)), "é"} {
 		if _, err := New(mc, WithKeyPrefix(p)); err == nil {
 			t.Errorf("WithKeyPrefix(%q): want an error", p)

@@ -1,4 +1,4 @@
-package memcached
+package memcache
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/dlock-go/dlock/driver"
 )
@@ -82,13 +82,13 @@ type grabbed struct {
 func (d *Driver) grab(n names, id string, secs int32) (grabbed, error) {
 	ttl := time.Duration(secs) * time.Second
 	for try := 0; ; try++ {
-		item := &memcache.Item{Key: n.lock, Value: encodeValue(id, time.Now().Add(ttl)), Expiration: secs}
+		item := &gomemcache.Item{Key: n.lock, Value: encodeValue(id, time.Now().Add(ttl)), Expiration: secs}
 		again, err := d.call(func() error { return d.mc.Add(item) })
 		switch {
 		case err == nil:
 			d.hints.drop(n.lock)
 			return grabbed{held: true}, nil
-		case !errors.Is(err, memcache.ErrNotStored):
+		case !errors.Is(err, gomemcache.ErrNotStored):
 			return grabbed{maybeHeld: again || mayHaveApplied(err)}, err
 		}
 		if !again {
@@ -96,10 +96,10 @@ func (d *Driver) grab(n names, id string, secs int32) (grabbed, error) {
 				return grabbed{retryAfter: left}, nil
 			}
 		}
-		var it *memcache.Item
+		var it *gomemcache.Item
 		_, err = d.call(func() (err error) { it, err = d.mc.Get(n.lock); return err })
 		switch {
-		case errors.Is(err, memcache.ErrCacheMiss):
+		case errors.Is(err, gomemcache.ErrCacheMiss):
 			if try == 0 {
 				continue // released or expired since the add: try again at once
 			}

@@ -1,4 +1,4 @@
-package memcached
+package memcache
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
 )
 
 // wire watches the requests a gomemcache client sends, through the client's
@@ -35,7 +35,7 @@ type wire struct {
 
 // client returns a gomemcache client of the servers of rawURL whose
 // connections w watches.
-func (w *wire) client(tb testing.TB, rawURL string) *memcache.Client {
+func (w *wire) client(tb testing.TB, rawURL string) *gomemcache.Client {
 	tb.Helper()
 	mc := newMCAt(tb, rawURL)
 	var d net.Dialer

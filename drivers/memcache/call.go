@@ -1,4 +1,4 @@
-package memcached
+package memcache
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/bradfitz/gomemcache/memcache"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
 )
 
 // gomemcache has no contexts and no retries of its own; this file is how the
@@ -50,11 +50,11 @@ func deadConn(err error) bool {
 // was sent, or answers from the server itself, say it did not.
 func mayHaveApplied(err error) bool {
 	var opErr *net.OpError
-	var connectTimeout *memcache.ConnectTimeoutError
+	var connectTimeout *gomemcache.ConnectTimeoutError
 	switch {
-	case errors.Is(err, memcache.ErrCacheMiss), errors.Is(err, memcache.ErrNotStored),
-		errors.Is(err, memcache.ErrCASConflict), errors.Is(err, memcache.ErrMalformedKey),
-		errors.Is(err, memcache.ErrNoServers):
+	case errors.Is(err, gomemcache.ErrCacheMiss), errors.Is(err, gomemcache.ErrNotStored),
+		errors.Is(err, gomemcache.ErrCASConflict), errors.Is(err, gomemcache.ErrMalformedKey),
+		errors.Is(err, gomemcache.ErrNoServers):
 		return false
 	case errors.As(err, &connectTimeout), errors.As(err, &opErr) && opErr.Op == "dial":
 		return false // no connection, so nothing was sent

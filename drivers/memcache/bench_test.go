@@ -1,4 +1,4 @@
-package memcached
+package memcache
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/dlock-go/dlock"
 )
@@ -19,7 +19,7 @@ import (
 // Requests are counted on the wire (see wire), so the counts include every
 // request the core and the driver make.
 //
-//	go test -run XXX -bench . -benchtime 2000x ./drivers/memcached/
+//	go test -run XXX -bench . -benchtime 2000x ./drivers/memcache/
 
 // BenchmarkUncontended times one lock and unlock with no contention: raw
 // add + delete (two requests, no owner check, no token), then the driver
@@ -44,7 +44,7 @@ func BenchmarkUncontended(b *testing.B) {
 	var rawReqs, libReqs int64
 	for b.Loop() {
 		r0, t0 := w.requests.Load(), time.Now()
-		if err := mc.Add(&memcache.Item{Key: rawKey, Value: []byte("x"), Expiration: 15}); err != nil {
+		if err := mc.Add(&gomemcache.Item{Key: rawKey, Value: []byte("x"), Expiration: 15}); err != nil {
 			b.Fatal(err)
 		}
 		if err := mc.Delete(rawKey); err != nil {
@@ -116,11 +116,11 @@ func BenchmarkHandoff(b *testing.B) {
 				mc := w.client(b, server.URL)
 				lockers[i] = func(ctx context.Context) (func(), error) {
 					for {
-						err := mc.Add(&memcache.Item{Key: name, Value: []byte("x"), Expiration: 15})
+						err := mc.Add(&gomemcache.Item{Key: name, Value: []byte("x"), Expiration: 15})
 						if err == nil {
 							return func() { _ = mc.Delete(name) }, nil
 						}
-						if !errors.Is(err, memcache.ErrNotStored) {
+						if !errors.Is(err, gomemcache.ErrNotStored) {
 							return nil, err
 						}
 						select {

@@ -1,11 +1,11 @@
-package memcached
+package memcache
 
 import (
 	"context"
 	"errors"
 	"sync"
 
-	"github.com/bradfitz/gomemcache/memcache"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/dlock-go/dlock/driver"
 )
@@ -15,7 +15,7 @@ import (
 // dlock.Open with a "memcache://" or "memcached://" URL. It is safe for
 // concurrent use.
 type Driver struct {
-	mc       *memcache.Client
+	mc       *gomemcache.Client
 	owned    bool // the client was made from a URL, so Close closes it
 	prefix   string
 	attempts int // tries per request, for dead pooled connections (see call)
@@ -36,7 +36,7 @@ var _ driver.Driver = (*Driver)(nil)
 // and its MaxIdleConns should cover the number of goroutines that lock at
 // once. Its server list must be the same in every process that locks the
 // same keys (see "Several servers" in the package documentation).
-func New(client *memcache.Client, opts ...Option) (*Driver, error) {
+func New(client *gomemcache.Client, opts ...Option) (*Driver, error) {
 	if client == nil {
 		return nil, errors.New("memcached: New with a nil client")
 	}
@@ -52,10 +52,10 @@ func New(client *memcache.Client, opts ...Option) (*Driver, error) {
 	return newDriver(client, false, o), nil
 }
 
-func newDriver(client *memcache.Client, owned bool, o options) *Driver {
+func newDriver(client *gomemcache.Client, owned bool, o options) *Driver {
 	idle := client.MaxIdleConns
 	if idle <= 0 {
-		idle = memcache.DefaultMaxIdleConns
+		idle = gomemcache.DefaultMaxIdleConns
 	}
 	return &Driver{
 		mc:     client,

@@ -1,11 +1,11 @@
-package memcached
+package memcache
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
 	"go.uber.org/goleak"
 
 	"github.com/dlock-go/dlock/conformance"
@@ -41,7 +41,7 @@ func TestConformance(t *testing.T) {
 				return mc.Delete(name)
 			}
 			stranger := encodeValue("stranger", time.Now().Add(time.Hour))
-			return mc.Set(&memcache.Item{Key: name, Value: stranger, Expiration: int32(time.Hour / time.Second)})
+			return mc.Set(&gomemcache.Item{Key: name, Value: stranger, Expiration: int32(time.Hour / time.Second)})
 		},
 		// A client whose link to the server the partition cases cut.
 		NewLinkedDriver: func(context.Context) (driver.Driver, conformance.Link, error) {

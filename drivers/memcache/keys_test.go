@@ -1,4 +1,4 @@
-package memcached
+package memcache
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/dlock-go/dlock/driver"
 )
@@ -83,7 +83,7 @@ func TestHostileKeys(t *testing.T) {
 	d2 := newTestDriver(t, w.client(t, server.URL))
 	mc := newMC(t)
 	addr := serverAddrs(t, server.URL)[0]
-	sentinel := &memcache.Item{Key: "sentinel-" + newID(), Value: []byte("keep me"), Expiration: 60}
+	sentinel := &gomemcache.Item{Key: "sentinel-" + newID(), Value: []byte("keep me"), Expiration: 60}
 	if err := mc.Set(sentinel); err != nil {
 		t.Fatal(err)
 	}
