@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
@@ -231,11 +230,6 @@ func EtcdStatus(ctx context.Context, addr string) (member, leader uint64, err er
 		return 0, 0, err
 	}
 	return st.Header.MemberId, st.Leader, nil
-}
-
-// etcdURL is the dlock URL of the members at addrs.
-func etcdURL(addrs ...string) string {
-	return "etcd://" + strings.Join(addrs, ",")
 }
 
 var errNoEtcdLeader = errors.New("testserver: no etcd member reports itself the leader")

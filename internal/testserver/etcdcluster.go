@@ -123,9 +123,6 @@ func (c *EtcdCluster) Addrs() []string {
 	return addrs
 }
 
-// URL returns the dlock URL of the whole cluster, "etcd://ADDR,ADDR,...".
-func (c *EtcdCluster) URL() string { return etcdURL(c.Addrs()...) }
-
 // Leader returns the index in Members of the member that the first member
 // to answer reports as the leader. Stopped or paused members are skipped.
 func (c *EtcdCluster) Leader(ctx context.Context) (int, error) {

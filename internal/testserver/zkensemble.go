@@ -135,15 +135,6 @@ func startMember(ctx context.Context, nw *testcontainers.DockerNetwork, names []
 	}, nil
 }
 
-// URL returns "zk://ADDR1,ADDR2,...": every member, in order.
-func (e *ZooKeeperEnsemble) URL() string {
-	addrs := make([]string, len(e.Members))
-	for i, s := range e.Members {
-		addrs[i] = s.Addr()
-	}
-	return "zk://" + strings.Join(addrs, ",")
-}
-
 // Leader returns the index in Members of the member that reports itself
 // leader, or -1 when none does (an election is under way). Members that do
 // not answer are skipped.
