@@ -5,12 +5,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/drivers/memory"
@@ -70,5 +74,61 @@ func TestClientOptionsRefusedOnMutex(t *testing.T) {
 	defer c.Close(t.Context())
 	if _, err := c.Mutex("k", dlock.WithLogger(slog.Default())); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Errorf("Mutex with WithLogger: got %v, want ErrInvalidOption", err)
+	}
+}
+
+// spanNames is a TracerProvider that records the names of the spans started
+// through it, and otherwise does nothing.
+type spanNames struct {
+	noop.TracerProvider
+	mu    sync.Mutex
+	names []string
+}
+
+func (p *spanNames) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return namingTracer{Tracer: p.TracerProvider.Tracer(name, opts...), p: p}
+}
+
+func (p *spanNames) started() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.names)
+}
+
+type namingTracer struct {
+	trace.Tracer
+	p *spanNames
+}
+
+func (t namingTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	t.p.mu.Lock()
+	t.p.names = append(t.p.names, name)
+	t.p.mu.Unlock()
+	return t.Tracer.Start(ctx, name, opts...)
+}
+
+func TestTracerProviderGetsAcquisitionSpans(t *testing.T) {
+	tp := &spanNames{}
+	c, err := dlock.New(memory.New(memory.NewBackend()), dlock.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	m, _ := c.Mutex("orders/2")
+	l, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.TryLock(t.Context()); !errors.Is(err, dlock.ErrLocked) {
+		t.Fatalf("TryLock: %v", err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tp.started(), []string{"dlock.lock", "dlock.trylock"}; !slices.Equal(got, want) {
+		t.Errorf("spans started: %v, want %v", got, want)
+	}
+	if _, err := c.Mutex("k", dlock.WithTracerProvider(tp)); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("Mutex with WithTracerProvider: got %v, want ErrInvalidOption", err)
 	}
 }
