@@ -50,7 +50,7 @@ func openCluster(t *testing.T, addrs ...string) *dlock.Client {
 		}
 		url += a
 	}
-	url += fmt.Sprintf("?ttl=%v", clusterTTL)
+	url += fmt.Sprintf("?session_ttl=%v", clusterTTL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	client, err := dlock.Open(ctx, url, dlock.WithTTL(clusterTTL))

@@ -41,7 +41,7 @@ func TestConformance(t *testing.T) {
 		// holder's key: delete it, or put another value (and no lease) over
 		// it, which keeps its create revision but not its mod revision.
 		Tamper: func(ctx context.Context, key string, overwrite bool) error {
-			n := namesOf(DefaultPrefix, key)
+			n := namesOf(DefaultKeyPrefix, key)
 			resp, err := cli.Get(ctx, n.queue, clientv3.WithFirstCreate()...)
 			if err != nil {
 				return err

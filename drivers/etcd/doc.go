@@ -7,7 +7,7 @@
 //
 //	import _ "github.com/dlock-go/dlock/drivers/etcd"
 //
-//	client, err := dlock.Open(ctx, "etcd://host1:2379,host2:2379,host3:2379/myapp?ttl=15s")
+//	client, err := dlock.Open(ctx, "etcd://host1:2379,host2:2379,host3:2379/myapp?session_ttl=15s")
 //
 // An application that already has a clientv3 client passes it to [New]
 // instead, and keeps owning it:
@@ -156,7 +156,7 @@
 //
 // A dlock key K is any byte string of 1 to 1024 bytes; this driver accepts
 // every one. Its etcd names all start with PREFIX/S/, where PREFIX is the
-// Driver's prefix ("dlock" unless [WithPrefix] or the URL says otherwise)
+// Driver's prefix ("dlock" unless [WithKeyPrefix] or the URL says otherwise)
 // and S is K escaped: printable ASCII other than '/', '%' and space stays
 // as it is, every other byte becomes %XX (upper-case hex), and a K of "."
 // or ".." becomes "%2E" or "%2E%2E". S therefore contains no '/', cannot
@@ -179,7 +179,7 @@
 //
 // # URLs
 //
-//	etcd://[user:password@]host[:port][,host[:port]...][/prefix][?ttl=15s]
+//	etcd://[user:password@]host[:port][,host[:port]...][/prefix][?session_ttl=15s]
 //
 // Endpoints are separated by commas; the port defaults to 2379; an IPv6
 // address must be in brackets. net/url, which parses the URL first, reads
@@ -189,8 +189,10 @@
 // clientv3 client. The
 // path, without its leading '/', is the prefix (a prefix starting with '/'
 // is written with two, "etcd://host//locks"); it must not end with '/'. The
-// query parameter ttl sets the session TTL (whole seconds, at least 1 s;
-// default [DefaultSessionTTL], 15 s). A user name and password authenticate
+// query parameter session_ttl sets the session TTL, as [WithSessionTTL] does
+// (whole seconds, at least 1 s; default [DefaultSessionTTL], 15 s); its
+// former name ttl is still read but deprecated, since the session's TTL is
+// not the locks'. A user name and password authenticate
 // with etcd's auth. TLS is not configured from URLs: use [New] with a
 // client that has it. Open checks that the cluster answers a linearizable
 // read, bounded by its context. The client it makes sends gRPC keepalive

@@ -44,7 +44,7 @@ func mustTry(t *testing.T, d *Driver, req driver.Request) driver.Lease {
 // entries returns every etcd key the lock key has, oldest first.
 func entries(t *testing.T, cli *clientv3.Client, key string) []*mvccpb.KeyValue {
 	t.Helper()
-	resp, err := cli.Get(ctxFor(t), namesOf(DefaultPrefix, key).dir,
+	resp, err := cli.Get(ctxFor(t), namesOf(DefaultKeyPrefix, key).dir,
 		clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +334,7 @@ func TestLostSignal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cli.Delete(ctxFor(t), namesOf(DefaultPrefix, key).dir, clientv3.WithPrefix()); err != nil {
+		if _, err := cli.Delete(ctxFor(t), namesOf(DefaultKeyPrefix, key).dir, clientv3.WithPrefix()); err != nil {
 			t.Fatal(err)
 		}
 		select {

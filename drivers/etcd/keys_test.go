@@ -42,7 +42,7 @@ func TestEscapeIsInjectiveAndFlat(t *testing.T) {
 // no range read or delete of one lock touches another's entries.
 func TestNamesStayInTheirDirectory(t *testing.T) {
 	for _, a := range hostile {
-		na := namesOf(DefaultPrefix, a)
+		na := namesOf(DefaultKeyPrefix, a)
 		names := []string{
 			na.contender(driver.Exclusive, 0x1234, "id"), na.contender(driver.Shared, 0x1234, "id/../x"),
 			na.ownerHold(driver.Exclusive, "o/../../x"), na.member(7, 0x1234, "id"),
@@ -56,7 +56,7 @@ func TestNamesStayInTheirDirectory(t *testing.T) {
 			if a == b {
 				continue
 			}
-			nb := namesOf(DefaultPrefix, b)
+			nb := namesOf(DefaultKeyPrefix, b)
 			for _, n := range names {
 				if strings.HasPrefix(n, nb.dir) {
 					t.Errorf("name %q of key %q falls in the directory of key %q", n, a, b)

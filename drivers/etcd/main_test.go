@@ -58,7 +58,7 @@ func newCli(tb testing.TB) *clientv3.Client {
 func testURL(ttl time.Duration) string {
 	u, _ := url.Parse(server.URL)
 	q := u.Query()
-	q.Set(ttlParam, ttl.String())
+	q.Set(sessionTTLParam, ttl.String())
 	u.RawQuery = q.Encode()
 	return u.String()
 }

@@ -8,12 +8,12 @@ import (
 	"github.com/dlock-go/dlock"
 )
 
-// DefaultPrefix is the prefix of every etcd name the driver uses, unless
-// [WithPrefix] or the URL's path says otherwise.
-const DefaultPrefix = "dlock"
+// DefaultKeyPrefix is the prefix of every etcd name the driver uses, unless
+// [WithKeyPrefix] or the URL's path says otherwise.
+const DefaultKeyPrefix = "dlock"
 
 // DefaultSessionTTL is the TTL of a Driver's session lease unless
-// [WithSessionTTL] or the URL's ttl parameter says otherwise. It equals
+// [WithSessionTTL] or the URL's session_ttl parameter says otherwise. It equals
 // dlock.DefaultTTL, so that mutexes with the default TTL are accepted.
 const DefaultSessionTTL = 15 * time.Second
 
@@ -31,15 +31,15 @@ type options struct {
 }
 
 func defaultOptions() options {
-	return options{prefix: DefaultPrefix, ttl: DefaultSessionTTL}
+	return options{prefix: DefaultKeyPrefix, ttl: DefaultSessionTTL}
 }
 
-// WithPrefix sets the prefix of every etcd name the Driver uses (see "Keys"
-// in the package documentation), so that applications sharing a cluster can
-// keep their locks apart. Drivers contend for the same lock only when they
+// WithKeyPrefix sets the prefix of every etcd name the Driver uses (see
+// "Keys" in the package documentation), so that applications sharing a
+// cluster can keep their locks apart; a URL gives it as its path. Drivers contend for the same lock only when they
 // use the same prefix. It must not end with '/' (the driver adds one); it
-// may be empty. Default: [DefaultPrefix] ("dlock").
-func WithPrefix(prefix string) Option {
+// may be empty. Default: [DefaultKeyPrefix] ("dlock").
+func WithKeyPrefix(prefix string) Option {
 	return func(o *options) error {
 		if err := checkPrefix(prefix); err != nil {
 			return fmt.Errorf("%w: etcd prefix: %w", dlock.ErrInvalidOption, err)

@@ -19,14 +19,15 @@ func TestParseURL(t *testing.T) {
 		ttl       time.Duration
 		user      string
 	}{
-		{"etcd://localhost", []string{"localhost:2379"}, DefaultPrefix, DefaultSessionTTL, ""},
+		{"etcd://localhost", []string{"localhost:2379"}, DefaultKeyPrefix, DefaultSessionTTL, ""},
 		{"etcd://h1:2379,h2:2380,h3:2381/myapp?ttl=10s", []string{"h1:2379", "h2:2380", "h3:2381"}, "myapp", 10 * time.Second, ""},
-		{"etcd://h1,h2,h3:2381", []string{"h1:2379", "h2:2379", "h3:2381"}, DefaultPrefix, DefaultSessionTTL, ""},
+		{"etcd://h1,h2,h3:2381", []string{"h1:2379", "h2:2379", "h3:2381"}, DefaultKeyPrefix, DefaultSessionTTL, ""},
+		{"etcd://h1,h2,h3/myapp?session_ttl=10s", []string{"h1:2379", "h2:2379", "h3:2379"}, "myapp", 10 * time.Second, ""},
 		{"etcd://h1,h2,h3/myapp?ttl=10s", []string{"h1:2379", "h2:2379", "h3:2379"}, "myapp", 10 * time.Second, ""},
-		{"ETCD://[::1]:2379/", []string{"[::1]:2379"}, DefaultPrefix, DefaultSessionTTL, ""},
+		{"ETCD://[::1]:2379/", []string{"[::1]:2379"}, DefaultKeyPrefix, DefaultSessionTTL, ""},
 		{"etcd://[::1]/a/b?ttl=1m", []string{"[::1]:2379"}, "a/b", time.Minute, ""},
 		{"etcd://h//abs", []string{"h:2379"}, "/abs", DefaultSessionTTL, ""},
-		{"etcd://alice:s%40cret@h", []string{"h:2379"}, DefaultPrefix, DefaultSessionTTL, "alice"},
+		{"etcd://alice:s%40cret@h", []string{"h:2379"}, DefaultKeyPrefix, DefaultSessionTTL, "alice"},
 	} {
 		u, err := url.Parse(tc.url)
 		if err != nil {
@@ -66,6 +67,8 @@ func TestBadURLs(t *testing.T) {
 		"etcd://h?ttl=1500ms",
 		"etcd://h?ttl=forever",
 		"etcd://h?ttl=1s&ttl=2s",
+		"etcd://h?ttl=1s&session_ttl=2s",
+		"etcd://h?session_ttl=1500ms",
 		"etcd://h?tls=true",
 		"etcd://:pw@h",
 		"etcd://h#frag",
@@ -107,8 +110,8 @@ func TestOptions(t *testing.T) {
 			t.Errorf("WithSessionTTL(%v): %v, want ErrInvalidOption", ttl, err)
 		}
 	}
-	if err := WithPrefix("a/")(&options{}); !errors.Is(err, dlock.ErrInvalidOption) {
-		t.Errorf("WithPrefix(a/): %v, want ErrInvalidOption", err)
+	if err := WithKeyPrefix("a/")(&options{}); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("WithKeyPrefix(a/): %v, want ErrInvalidOption", err)
 	}
 	if _, err := New(nil); err == nil {
 		t.Error("New(nil) succeeded")
