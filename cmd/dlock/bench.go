@@ -37,7 +37,7 @@ var containerBackends = []containerBackend{
 		func(a string) string { return "memcache://" + a }, benchtargets.Memcached)},
 	{"postgres", single(testserver.StartPostgres, testserver.PostgresURL, postgresTarget)},
 	{"etcd", single(testserver.StartEtcd, func(a string) string { return "etcd://" + a }, benchtargets.Etcd)},
-	{"zookeeper", single(testserver.StartZooKeeper, func(a string) string { return "zk://" + a + "/dlock-bench?session_timeout=4s" }, zookeeperTarget)},
+	{"zookeeper", single(testserver.StartZooKeeper, func(a string) string { return "zk://" + a + "/dlock-bench?session_ttl=4s" }, zookeeperTarget)},
 }
 
 // single starts one server and makes its target from its URL.

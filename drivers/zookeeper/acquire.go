@@ -142,7 +142,7 @@ func (a *attempt) run(ctx context.Context) (*lease, error) {
 // session was alive when the server received it, and lives a session timeout
 // past it at least.
 func (a *attempt) validity(sent time.Time) time.Duration {
-	v := min(a.req.TTL, a.d.SessionTimeout())
+	v := min(a.req.TTL, a.d.SessionTTL())
 	if a.waited {
 		v += sent.Sub(a.started)
 	}
@@ -194,7 +194,7 @@ func (a *attempt) create(ctx context.Context) error {
 			// for it briefly, so that acquire deletes the node before it
 			// returns; else the janitor removes whatever it makes.
 			if !d.closed.Load() && d.liveSession() != 0 {
-				timer := time.NewTimer(min(d.SessionTimeout()/2, time.Second))
+				timer := time.NewTimer(min(d.SessionTTL()/2, time.Second))
 				select {
 				case cerr := <-done:
 					timer.Stop()
@@ -256,7 +256,7 @@ func (a *attempt) awaitSession(ctx context.Context) error {
 		_, err := d.waitSession(ctx)
 		return err
 	}
-	limited, cancel := context.WithDeadline(ctx, a.started.Add(d.SessionTimeout()))
+	limited, cancel := context.WithDeadline(ctx, a.started.Add(d.SessionTTL()))
 	defer cancel()
 	_, err := d.waitSession(limited)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
@@ -420,7 +420,7 @@ func (a *attempt) abandon(ctx context.Context) {
 		d.enqueue(job{path: m.path})
 		return
 	}
-	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.SessionTimeout()/2)
+	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.SessionTTL()/2)
 	defer cancel()
 	err := d.call(cleanup, func() error { return d.conn.Delete(m.path, -1) })
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {

@@ -386,7 +386,7 @@ func BenchmarkBatchHeld(b *testing.B) {
 			NewClient: func(ctx context.Context, opts ...dlock.Option) (*dlock.Client, error) {
 				return dlock.New(counter, opts...)
 			},
-			MinTTL: d.SessionTimeout(),
+			MinTTL: d.SessionTTL(),
 		}
 		h, err := benchkit.MeasureManyHeld(b.Context(), target, locks, ttl, periods)
 		if err != nil {

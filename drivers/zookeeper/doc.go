@@ -5,7 +5,7 @@
 //
 //	import _ "github.com/dlock-go/dlock/drivers/zookeeper"
 //
-//	client, err := dlock.Open(ctx, "zk://zk1:2181,zk2:2181,zk3:2181/dlock?session_timeout=10s")
+//	client, err := dlock.Open(ctx, "zk://zk1:2181,zk2:2181,zk3:2181/dlock?session_ttl=10s")
 //
 // [Dial] does the same from a server list. An application that already has a
 // *zk.Conn passes it to [New] instead, with the session timeout the server
@@ -53,7 +53,8 @@
 // # Sessions and TTLs
 //
 // One Driver is one ZooKeeper session (one *zk.Conn), shared by all its
-// locks. The session timeout T is the one the server granted: [Dial] and
+// locks. Its TTL T, which ZooKeeper calls the session timeout (and dlock,
+// as for etcd, the session TTL), is the one the server granted: [Dial] and
 // dlock.Open read it from the server's connect response (the client library
 // does not expose it); [New] is told it. It drives everything:
 //
@@ -154,13 +155,14 @@
 //
 // # URLs
 //
-//	zk://host[:port][,host[:port]...][/base][?session_timeout=DURATION]
+//	zk://host[:port][,host[:port]...][/base][?session_ttl=DURATION]
 //
 // The port defaults to 2181. The path is the base path (default /dlock): it
-// plays the part of a chroot for dlock's nodes. session_timeout (a Go
-// duration, default 10s) is the session timeout asked for. An IPv6 address
-// must be in brackets, and net/url accepts one only as a URL's single host:
-// use [Dial] for a list that has one. User information is refused (use [New]
+// plays the part of a chroot for dlock's nodes. session_ttl (a Go duration,
+// default 10s) is the session TTL asked for, as [WithSessionTTL] sets it;
+// its former name session_timeout is still read but deprecated. An IPv6
+// address must be in brackets, and net/url accepts one only as a URL's
+// single host: use [Dial] for a list that has one. User information is refused (use [New]
 // with a connection that called AddAuth). dlock.Open waits until the session
 // is established, bounded by its context. Errors about the URL wrap
 // dlock.ErrInvalidURL.

@@ -70,8 +70,8 @@ func newDriver(o options, owned bool) *Driver {
 }
 
 // New returns a Driver over conn, a connection the caller made with
-// zk.Connect and keeps owning: Close does not close it. sessionTimeout must
-// be the session timeout the server granted conn, or less: zk.Connect asks
+// zk.Connect and keeps owning: Close does not close it. sessionTTL must
+// be the session timeout the server granted conn (the session's TTL), or less: zk.Connect asks
 // for a timeout, and the server grants it when it lies between its
 // minSessionTimeout and maxSessionTimeout (by default 2 and 20 ticks of
 // 2 s), and the nearest of those otherwise; the client library does not tell
@@ -82,12 +82,12 @@ func newDriver(o options, owned bool) *Driver {
 // All the Driver's locks live in conn's session. The Driver learns of the
 // session's changes by polling conn's state, since the caller owns conn's
 // events.
-func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) (*Driver, error) {
+func New(conn *zk.Conn, sessionTTL time.Duration, opts ...Option) (*Driver, error) {
 	if conn == nil {
 		return nil, errors.New("zookeeper: New with a nil connection")
 	}
-	if sessionTimeout <= 0 {
-		return nil, fmt.Errorf("zookeeper: New with a session timeout of %v", sessionTimeout)
+	if sessionTTL <= 0 {
+		return nil, fmt.Errorf("zookeeper: New with a session TTL of %v", sessionTTL)
 	}
 	o := defaultOptions()
 	if err := o.apply(opts); err != nil {
@@ -95,7 +95,7 @@ func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) (*Driver, 
 	}
 	d := newDriver(o, false)
 	d.conn = conn
-	d.timeout.Store(int64(sessionTimeout))
+	d.timeout.Store(int64(sessionTTL))
 	d.begin()
 	return d, nil
 }
@@ -103,8 +103,8 @@ func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) (*Driver, 
 // Dial connects to the ensemble at servers ("host:port", the port defaulting
 // to 2181), waits until the session is established (bounded by ctx), and
 // returns a Driver that owns the connection: Close closes it, and with it the
-// session. The session timeout asked for is [DefaultSessionTimeout] unless
-// [WithSessionTimeout] says otherwise; the Driver uses the one the server
+// session. The session TTL asked for is [DefaultSessionTTL] unless
+// [WithSessionTTL] says otherwise; the Driver uses the one the server
 // grants.
 func Dial(ctx context.Context, servers []string, opts ...Option) (*Driver, error) {
 	if len(servers) == 0 {
@@ -115,8 +115,8 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Driver, error
 		return nil, err
 	}
 	d := newDriver(o, true)
-	d.timeout.Store(int64(o.sessionTimeout)) // until the server grants one (session.go)
-	conn, _, err := zk.Connect(servers, o.sessionTimeout,
+	d.timeout.Store(int64(o.sessionTTL)) // until the server grants one (session.go)
+	conn, _, err := zk.Connect(servers, o.sessionTTL,
 		zk.WithDialer(d.dialer()),
 		zk.WithEventCallback(d.onEvent),
 		// dlock reports failures through its own API; the library would
@@ -175,7 +175,7 @@ func (d *Driver) forget(l *lease) {
 // Every key the core accepts is accepted: the escaping in "Keys" of the
 // package documentation maps any byte string onto a valid node name.
 func (d *Driver) Capabilities() driver.Capabilities {
-	st := d.SessionTimeout()
+	st := d.SessionTTL()
 	return driver.Capabilities{
 		Shared:        true,
 		Reentrant:     true,

@@ -38,7 +38,7 @@ func dialAddr(tb testing.TB, addr, base string) *Driver {
 // work or faults need a longer one than testSession.
 func dialSession(tb testing.TB, addr, base string, session time.Duration) *Driver {
 	tb.Helper()
-	return dial(tb, "zk://"+addr+"/dlock-test"+base+"?"+sessionTimeoutParam+"="+session.String())
+	return dial(tb, "zk://"+addr+"/dlock-test"+base+"?"+sessionTTLParam+"="+session.String())
 }
 
 // children lists the queue and entry nodes of key under base, through conn.
@@ -115,12 +115,12 @@ func TestTTLLimits(t *testing.T) {
 func TestNegotiatedTimeout(t *testing.T) {
 	server.NeedFaults(t) // the container's limits are known
 	d := dial(t, "zk://"+serverAddr(t)+"/dlock-test?session_timeout=1h")
-	if got, want := d.SessionTimeout(), time.Minute; got != want {
-		t.Errorf("SessionTimeout after asking for 1h: %v, want the server's maximum %v", got, want)
+	if got, want := d.SessionTTL(), time.Minute; got != want {
+		t.Errorf("SessionTTL after asking for 1h: %v, want the server's maximum %v", got, want)
 	}
 	d = dial(t, "zk://"+serverAddr(t)+"/dlock-test?session_timeout=100ms")
-	if got, want := d.SessionTimeout(), 400*time.Millisecond; got != want {
-		t.Errorf("SessionTimeout after asking for 100ms: %v, want the server's minimum %v", got, want)
+	if got, want := d.SessionTTL(), 400*time.Millisecond; got != want {
+		t.Errorf("SessionTTL after asking for 100ms: %v, want the server's minimum %v", got, want)
 	}
 }
 

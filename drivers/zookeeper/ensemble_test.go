@@ -50,7 +50,7 @@ func ensembleClient(t *testing.T, e *testserver.ZooKeeperEnsemble, base string, 
 	for _, i := range members {
 		addrs = append(addrs, e.Members[i].Addr())
 	}
-	d := dial(t, "zk://"+strings.Join(addrs, ",")+"/dlock-test"+base+"?"+url.Values{sessionTimeoutParam: {testSession.String()}}.Encode())
+	d := dial(t, "zk://"+strings.Join(addrs, ",")+"/dlock-test"+base+"?"+url.Values{sessionTTLParam: {testSession.String()}}.Encode())
 	return newClient(t, d), d
 }
 

@@ -87,7 +87,7 @@ func TestHandshakeBounded(t *testing.T) {
 	if _, err := io.ReadFull(c, make([]byte, connectHeadLen)); err != nil {
 		t.Fatalf("reading the connect response: %v", err)
 	}
-	if got := d.SessionTimeout(); got != 4*time.Second {
+	if got := d.SessionTTL(); got != 4*time.Second {
 		t.Errorf("granted session timeout read from the response: %v, want 4s", got)
 	}
 	if err := c.SetReadDeadline(time.Now().Add(time.Hour)); err != nil {

@@ -59,8 +59,8 @@ func (d *Driver) janitor() {
 		if d.liveSession() == 0 {
 			continue // the monitor wakes us when the session is back
 		}
-		if d.sweep(d.SessionTimeout()) {
-			retry.Reset(d.SessionTimeout() / 4)
+		if d.sweep(d.SessionTTL()) {
+			retry.Reset(d.SessionTTL() / 4)
 		}
 	}
 }

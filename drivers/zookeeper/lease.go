@@ -198,7 +198,7 @@ func (l *lease) checked(err error, started time.Time, ttl time.Duration) error {
 	default:
 		return err
 	}
-	validity := min(ttl, d.SessionTimeout())
+	validity := min(ttl, d.SessionTTL())
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended {

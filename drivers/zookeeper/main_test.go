@@ -43,7 +43,7 @@ func testURL(tb testing.TB, base string) string {
 	}
 	u.Path += base
 	q := u.Query()
-	q.Set(sessionTimeoutParam, testSession.String())
+	q.Set(sessionTTLParam, testSession.String())
 	u.RawQuery = q.Encode()
 	return u.String()
 }

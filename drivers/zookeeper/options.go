@@ -14,11 +14,11 @@ import (
 // [WithBasePath] (or the URL's path) names another.
 const DefaultBasePath = "/dlock"
 
-// DefaultSessionTimeout is the session timeout [Dial] and dlock.Open ask
-// for unless [WithSessionTimeout] (or the URL's session_timeout) says
-// otherwise. The server may grant another (see "Sessions and TTLs" in the
+// DefaultSessionTTL is the session TTL (ZooKeeper's session timeout) that
+// [Dial] and dlock.Open ask for unless [WithSessionTTL] (or the URL's
+// session_ttl) says otherwise. The server may grant another (see "Sessions and TTLs" in the
 // package documentation).
-const DefaultSessionTimeout = 10 * time.Second
+const DefaultSessionTTL = 10 * time.Second
 
 // Option configures a Driver made by [New] or [Dial]. An Option returns an
 // error wrapping dlock.ErrInvalidOption when given a value it does not
@@ -26,16 +26,16 @@ const DefaultSessionTimeout = 10 * time.Second
 type Option func(*options) error
 
 type options struct {
-	base           string
-	acl            []zk.ACL
-	sessionTimeout time.Duration
+	base       string
+	acl        []zk.ACL
+	sessionTTL time.Duration
 }
 
 func defaultOptions() options {
 	return options{
-		base:           DefaultBasePath,
-		acl:            zk.WorldACL(zk.PermAll),
-		sessionTimeout: DefaultSessionTimeout,
+		base:       DefaultBasePath,
+		acl:        zk.WorldACL(zk.PermAll),
+		sessionTTL: DefaultSessionTTL,
 	}
 }
 
@@ -81,20 +81,20 @@ func WithACL(acl []zk.ACL) Option {
 	}
 }
 
-// WithSessionTimeout sets the session timeout that [Dial] asks the server
-// for; the server grants a value between its minSessionTimeout and
+// WithSessionTTL sets the session TTL, which ZooKeeper calls the session
+// timeout, that [Dial] asks the server for; the server grants a value between its minSessionTimeout and
 // maxSessionTimeout (by default 2 and 20 ticks), and the Driver uses the
 // granted one. It bounds how long a crashed holder keeps its locks, and the
 // TTLs the Driver accepts (see "Sessions and TTLs" in the package
 // documentation). Only [Dial] and dlock.Open use it: [New] is told the
-// timeout of the caller's session directly. Default: [DefaultSessionTimeout]
+// timeout of the caller's session directly. Default: [DefaultSessionTTL]
 // (10 s).
-func WithSessionTimeout(d time.Duration) Option {
+func WithSessionTTL(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 10*time.Millisecond || d > time.Duration(1<<31-1)*time.Millisecond {
-			return fmt.Errorf("%w: zookeeper: session timeout %v is outside 10 ms to 24 days", dlock.ErrInvalidOption, d)
+			return fmt.Errorf("%w: zookeeper: session TTL %v is outside 10 ms to 24 days", dlock.ErrInvalidOption, d)
 		}
-		o.sessionTimeout = d
+		o.sessionTTL = d
 		return nil
 	}
 }

@@ -96,7 +96,7 @@ func (d *Driver) dialer() zk.Dialer {
 		if err != nil {
 			return nil, err
 		}
-		by := time.Now().Add(max(d.SessionTimeout(), handshakeMin))
+		by := time.Now().Add(max(d.SessionTTL(), handshakeMin))
 		if err := c.SetReadDeadline(by); err != nil {
 			_ = c.Close()
 			return nil, err
@@ -120,11 +120,11 @@ func (d *Driver) onEvent(ev zk.Event) {
 	}
 }
 
-// SessionTimeout returns the session timeout the Driver works with: the one
-// the server granted (for a Driver from [Dial] or dlock.Open) or the one
-// [New] was told. Leases are valid for at most this long after their last
+// SessionTTL returns the session TTL (ZooKeeper's session timeout) the
+// Driver works with: the one the server granted (for a Driver from [Dial]
+// or dlock.Open) or the one [New] was told. Leases are valid for at most this long after their last
 // confirmation.
-func (d *Driver) SessionTimeout() time.Duration { return time.Duration(d.timeout.Load()) }
+func (d *Driver) SessionTTL() time.Duration { return time.Duration(d.timeout.Load()) }
 
 // liveSession returns the ID of the session while the client is connected
 // with it, and 0 otherwise.
@@ -142,7 +142,7 @@ func (d *Driver) pollInterval() time.Duration {
 	if d.owned {
 		return 100 * time.Millisecond
 	}
-	return min(max(d.SessionTimeout()/20, 5*time.Millisecond), 100*time.Millisecond)
+	return min(max(d.SessionTTL()/20, 5*time.Millisecond), 100*time.Millisecond)
 }
 
 // monitor runs until Close, observing the session on every event and poll.

@@ -20,7 +20,7 @@ func BenchmarkSuite(b *testing.B) {
 		b.Fatal(err)
 	}
 	q := u.Query()
-	q.Set(sessionTimeoutParam, "4s")
+	q.Set(sessionTTLParam, "4s")
 	u.RawQuery = q.Encode()
 	t, done, err := benchtargets.ZooKeeperTarget(u.String(), 4*time.Second)
 	if err != nil {

@@ -16,10 +16,10 @@ func TestParseURL(t *testing.T) {
 		base    string
 		timeout time.Duration
 	}{
-		"zk://h1":                                    {"h1:2181", DefaultBasePath, DefaultSessionTimeout},
-		"zk://h1:2182,h2,h3:1/":                      {"h1:2182 h2:2181 h3:1", DefaultBasePath, DefaultSessionTimeout},
-		"zk://h1/apps/locks?session_timeout=3s":      {"h1:2181", "/apps/locks", 3 * time.Second},
-		"ZK://[::1]:2181/x":                          {"[::1]:2181", "/x", DefaultSessionTimeout},
+		"zk://h1":                                    {"h1:2181", DefaultBasePath, DefaultSessionTTL},
+		"zk://h1:2182,h2,h3:1/":                      {"h1:2182 h2:2181 h3:1", DefaultBasePath, DefaultSessionTTL},
+		"zk://h1/apps/locks?session_ttl=3s":          {"h1:2181", "/apps/locks", 3 * time.Second},
+		"ZK://[::1]:2181/x":                          {"[::1]:2181", "/x", DefaultSessionTTL},
 		"zk://10.0.0.1,10.0.0.2/?session_timeout=1m": {"10.0.0.1:2181 10.0.0.2:2181", DefaultBasePath, time.Minute},
 	} {
 		u, err := url.Parse(raw)
@@ -35,8 +35,8 @@ func TestParseURL(t *testing.T) {
 		if err := o.apply(opts); err != nil {
 			t.Fatal(err)
 		}
-		if got := strings.Join(servers, " "); got != want.servers || o.base != want.base || o.sessionTimeout != want.timeout {
-			t.Errorf("parseURL(%q) = %q, base %q, timeout %v; want %q, %q, %v", raw, got, o.base, o.sessionTimeout, want.servers, want.base, want.timeout)
+		if got := strings.Join(servers, " "); got != want.servers || o.base != want.base || o.sessionTTL != want.timeout {
+			t.Errorf("parseURL(%q) = %q, base %q, timeout %v; want %q, %q, %v", raw, got, o.base, o.sessionTTL, want.servers, want.base, want.timeout)
 		}
 	}
 }
@@ -62,6 +62,8 @@ func TestParseURLErrors(t *testing.T) {
 		"zk://h1?session_timeout=1ms",
 		"zk://h1?session_timeout=-1s",
 		"zk://h1?session_timeout=1s&session_timeout=2s",
+		"zk://h1?session_timeout=1s&session_ttl=2s",
+		"zk://h1?session_ttl=1ms",
 		"zk://h1?chroot=/x",
 		"zk://h1#frag",
 	} {
