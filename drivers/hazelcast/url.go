@@ -3,7 +3,6 @@ package hazelcast
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/urlparams"
 )
 
 // Scheme is the URL scheme this package registers with dlock.Open:
@@ -99,7 +99,7 @@ func parseURL(u *url.URL) (hazelcast.Config, options, error) {
 	cfg := hazelcast.NewConfig()
 	o := defaultOptions()
 	bad := func(format string, args ...any) (hazelcast.Config, options, error) {
-		return cfg, o, fmt.Errorf("%w: %s: %s", dlock.ErrInvalidURL, u.Redacted(), fmt.Sprintf(format, args...))
+		return cfg, o, urlparams.Invalid(u, format, args...)
 	}
 	if !strings.EqualFold(u.Scheme, Scheme) {
 		return bad("scheme %q: want %s://", u.Scheme, Scheme)
@@ -129,15 +129,14 @@ func parseURL(u *url.URL) (hazelcast.Config, options, error) {
 
 	cfg.Logger.Level = defaultLogLevel
 	q := u.Query()
-	for name, vs := range q {
-		if !slices.Contains(params, name) {
-			return bad("unknown option %q; the options are %s", name, strings.Join(params, ", "))
+	for _, name := range params {
+		v, ok, err := urlparams.Take(q, name)
+		if err != nil {
+			return bad("%v", err)
 		}
-		if len(vs) != 1 {
-			return bad("option %s given %d times", name, len(vs))
+		if !ok {
+			continue
 		}
-		v := vs[0]
-		var err error
 		switch name {
 		case paramMap:
 			err = WithMap(v)(&o)
@@ -165,6 +164,9 @@ func parseURL(u *url.URL) (hazelcast.Config, options, error) {
 			return bad("option %s=%q: %v", name, v, err)
 		}
 	}
+	if err := urlparams.Unknown(q, params...); err != nil {
+		return bad("%v", err)
+	}
 	return cfg, o, nil
 }
 
@@ -174,36 +176,9 @@ func parseMembers(hosts string) ([]string, error) {
 	if hosts == "" {
 		return nil, fmt.Errorf("no member address; want %s://host[:port][,host[:port]...]/cluster", Scheme)
 	}
-	var members []string
-	for _, h := range strings.Split(hosts, ",") {
-		host, port := h, strconv.Itoa(DefaultPort)
-		switch {
-		case h == "":
-			return nil, fmt.Errorf("empty member address in %q", hosts)
-		case strings.HasPrefix(h, "["): // [IPv6] or [IPv6]:port
-			end := strings.IndexByte(h, ']')
-			if end < 0 {
-				return nil, fmt.Errorf("member %q: unclosed bracket", h)
-			}
-			host = h[1:end]
-			if rest := h[end+1:]; rest != "" {
-				if !strings.HasPrefix(rest, ":") {
-					return nil, fmt.Errorf("member %q: want [address]:port", h)
-				}
-				port = rest[1:]
-			}
-		case strings.Count(h, ":") > 1:
-			return nil, fmt.Errorf("member %q: an IPv6 address must be in brackets, as in [::1]:%d", h, DefaultPort)
-		case strings.Contains(h, ":"):
-			host, port, _ = strings.Cut(h, ":")
-		}
-		if host == "" {
-			return nil, fmt.Errorf("member %q: no host", h)
-		}
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return nil, fmt.Errorf("member %q: port %q is not in 1 to 65535", h, port)
-		}
-		members = append(members, net.JoinHostPort(host, port))
+	members, err := urlparams.Hosts(hosts, strconv.Itoa(DefaultPort))
+	if err != nil {
+		return nil, fmt.Errorf("member %w", err)
 	}
 	return members, nil
 }
