@@ -3,7 +3,6 @@ package memcache
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/urlparams"
 )
 
 // The URL schemes this package registers with dlock.Open; they mean the same.
@@ -96,7 +96,7 @@ func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
 func parseURL(u *url.URL) (config, error) {
 	cfg := config{timeout: DefaultTimeout, maxIdle: DefaultMaxIdleConns, opts: defaultOptions()}
 	bad := func(format string, args ...any) (config, error) {
-		return config{}, fmt.Errorf("%w: %s: %s", dlock.ErrInvalidURL, u.Redacted(), fmt.Sprintf(format, args...))
+		return config{}, urlparams.Invalid(u, format, args...)
 	}
 	scheme := strings.ToLower(u.Scheme)
 	switch {
@@ -113,79 +113,51 @@ func parseURL(u *url.URL) (config, error) {
 	case u.Host == "":
 		return bad("no server: want %s://host[:port][,host[:port]...]", scheme)
 	}
-	for part := range strings.SplitSeq(u.Host, ",") {
-		server, err := parseServer(part)
-		if err != nil {
-			return bad("server %q: %v", part, err)
-		}
-		if slices.Contains(cfg.servers, server) {
+	servers, err := urlparams.Hosts(u.Host, DefaultPort)
+	if err != nil {
+		return bad("server %v", err)
+	}
+	for i, server := range servers {
+		if slices.Contains(servers[:i], server) {
 			return bad("server %s listed twice", server)
 		}
-		cfg.servers = append(cfg.servers, server)
 	}
-	if len(cfg.servers) > maxURLServers {
-		return bad("%d servers, the limit is %d", len(cfg.servers), maxURLServers)
+	if len(servers) > maxURLServers {
+		return bad("%d servers, the limit is %d", len(servers), maxURLServers)
 	}
+	cfg.servers = servers
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
 		return bad("query: %v", err)
 	}
-	for name, vs := range q {
-		if len(vs) != 1 {
-			return bad("%s given %d times", name, len(vs))
+	if v, ok, err := urlparams.Take(q, timeoutParam); err != nil {
+		return bad("%v", err)
+	} else if ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return bad("%s=%q: want a positive duration such as 500ms", timeoutParam, v)
 		}
-		v := vs[0]
-		switch name {
-		case timeoutParam:
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return bad("%s=%q: want a positive duration such as 500ms", name, v)
-			}
-			cfg.timeout = d
-		case maxIdleParam:
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > 1024 {
-				return bad("%s=%q: want a number from 1 to 1024", name, v)
-			}
-			cfg.maxIdle = n
-		case prefixParam:
-			if err := checkPrefix(v); err != nil {
-				return bad("%s: %v", name, err)
-			}
-			cfg.opts.prefix = v
-		default:
-			return bad("unknown parameter %q (known: %s, %s, %s)", name, timeoutParam, maxIdleParam, prefixParam)
+		cfg.timeout = d
+	}
+	if v, ok, err := urlparams.Take(q, maxIdleParam); err != nil {
+		return bad("%v", err)
+	} else if ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1024 {
+			return bad("%s=%q: want a number from 1 to 1024", maxIdleParam, v)
 		}
+		cfg.maxIdle = n
+	}
+	if v, ok, err := urlparams.Take(q, prefixParam); err != nil {
+		return bad("%v", err)
+	} else if ok {
+		if err := checkPrefix(v); err != nil {
+			return bad("%s: %v", prefixParam, err)
+		}
+		cfg.opts.prefix = v
+	}
+	if err := urlparams.Unknown(q, timeoutParam, maxIdleParam, prefixParam); err != nil {
+		return bad("%v", err)
 	}
 	return cfg, nil
-}
-
-// parseServer checks one "host[:port]" of a URL and adds the default port.
-// An IPv6 address must be in brackets; net/url accepts those only when the
-// URL names a single server.
-func parseServer(s string) (string, error) {
-	if s == "" {
-		return "", fmt.Errorf("empty host")
-	}
-	host, port := s, DefaultPort
-	if strings.HasPrefix(s, "[") || strings.Count(s, ":") == 1 {
-		if end := strings.LastIndexByte(s, ']'); !strings.HasPrefix(s, "[") || end != len(s)-1 {
-			h, p, err := net.SplitHostPort(s)
-			if err != nil {
-				return "", err
-			}
-			host, port = h, p
-		} else {
-			host = s[1:end]
-		}
-	} else if strings.Contains(s, ":") {
-		return "", fmt.Errorf("an IPv6 address must be in brackets, as in [::1]:11211")
-	}
-	if host == "" {
-		return "", fmt.Errorf("empty host")
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("port %q is not in 1 to 65535", port)
-	}
-	return net.JoinHostPort(host, port), nil
 }
