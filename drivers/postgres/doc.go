@@ -9,12 +9,12 @@
 //
 //	client, err := dlock.Open(ctx, "postgres://app:secret@db.internal:5432/app")
 //
-// An application that already has a pgxpool.Pool passes it to [NewFromPool]
+// An application that already has a pgxpool.Pool passes it to [New]
 // instead, and keeps owning it (a pgconn.Config goes to [NewFromConfig]):
 //
 //	pool, err := pgxpool.New(ctx, dsn)
 //	...
-//	d, err := postgres.NewFromPool(pool)
+//	d, err := postgres.New(pool)
 //	...
 //	client, err := dlock.New(d)
 //

@@ -16,7 +16,7 @@ import (
 
 // Driver is a dlock driver over one PostgreSQL database, with session-level
 // advisory locks; [Driver.Capabilities] lists what it can do. Make it with
-// [NewFromPool] over a pgxpool.Pool, with [NewFromConfig], or through
+// [New] over a pgxpool.Pool, with [NewFromConfig], or through
 // dlock.Open with a "postgres://" or "postgresql://" URL. It is safe for
 // concurrent use.
 type Driver struct {
@@ -51,12 +51,12 @@ type PoolConn interface {
 }
 
 // Pool is a pool of connections: *pgxpool.Pool satisfies it (with C
-// *pgxpool.Conn, which Go infers: NewFromPool(pool) needs no type argument).
+// *pgxpool.Conn, which Go infers: New(pool) needs no type argument).
 type Pool[C PoolConn] interface {
 	Acquire(ctx context.Context) (C, error)
 }
 
-// NewFromPool returns a Driver that takes the connections it needs from
+// New returns a Driver that takes the connections it needs from
 // pool, which the caller keeps owning: Close does not close it.
 //
 // Advisory locks belong to a session, so the driver never gives a connection
@@ -70,9 +70,9 @@ type Pool[C PoolConn] interface {
 //
 // The pool's connections must reach PostgreSQL directly or through a
 // session-mode pooler; see [ErrSessionChanged].
-func NewFromPool[C PoolConn](pool Pool[C], opts ...Option) (*Driver, error) {
+func New[C PoolConn](pool Pool[C], opts ...Option) (*Driver, error) {
 	if pool == nil {
-		return nil, errors.New("postgres: NewFromPool with a nil pool")
+		return nil, errors.New("postgres: New with a nil pool")
 	}
 	connect := func(ctx context.Context) (*pgconn.PgConn, error) {
 		c, err := pool.Acquire(ctx)
@@ -183,7 +183,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 // Close closes the Driver's connections: idle ones at once, and those of
 // held locks and waiting acquisitions by breaking them, which ends their
 // locks with their sessions (a lease's loss is then reported with
-// driver.ErrClosed). A pool passed to [NewFromPool] stays open. Later calls
+// driver.ErrClosed). A pool passed to [New] stays open. Later calls
 // return driver.ErrClosed; a second Close returns nil.
 func (d *Driver) Close() error {
 	if !d.closed.CompareAndSwap(false, true) {

@@ -47,7 +47,7 @@ func (c *testPoolConn) Release() {
 func TestNewFromPool(t *testing.T) {
 	server.Need(t)
 	pool := &testPool{url: server.URL}
-	d, err := NewFromPool(pool) // C inferred, as for *pgxpool.Pool
+	d, err := New(pool) // C inferred, as for *pgxpool.Pool
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func TestNewFromPgxpool(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	d, err := NewFromPool(pool)
+	d, err := New(pool)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/urlparams"
 )
 
 // The URL schemes this package registers with dlock.Open. Both mean the
@@ -60,7 +61,7 @@ func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
-		return nil, fmt.Errorf("postgres: %s: %w", displayURL(u), redact(u, err))
+		return nil, fmt.Errorf("postgres: %s: %w", urlparams.Display(u), redact(u, err))
 	}
 	d.sessions.put(s)
 	return d, nil
@@ -91,11 +92,7 @@ func redact(u *url.URL, err error) error {
 // password.
 func parseURL(u *url.URL) (*pgconn.Config, []Option, error) {
 	bad := func(format string, args ...any) (*pgconn.Config, []Option, error) {
-		msg := fmt.Sprintf(format, args...)
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-		return nil, nil, fmt.Errorf("%w: %s: %s", dlock.ErrInvalidURL, displayURL(u), msg)
+		return nil, nil, urlparams.Invalid(u, format, args...)
 	}
 	scheme := strings.ToLower(u.Scheme)
 	if scheme != Scheme && scheme != SchemeAlt {
@@ -106,18 +103,7 @@ func parseURL(u *url.URL) (*pgconn.Config, []Option, error) {
 	}
 	q := u.Query()
 	var opts []Option
-	one := func(name string) (string, bool, error) {
-		vs, ok := q[name]
-		if !ok {
-			return "", false, nil
-		}
-		q.Del(name)
-		if len(vs) != 1 {
-			return "", false, fmt.Errorf("%s given %d times", name, len(vs))
-		}
-		return vs[0], true, nil
-	}
-	if v, ok, err := one(paramMaxConns); err != nil {
+	if v, ok, err := urlparams.Take(q, paramMaxConns); err != nil {
 		return bad("%v", err)
 	} else if ok {
 		n, err := strconv.Atoi(v)
@@ -126,7 +112,7 @@ func parseURL(u *url.URL) (*pgconn.Config, []Option, error) {
 		}
 		opts = append(opts, WithMaxConns(n))
 	}
-	if v, ok, err := one(paramMaxIdleTime); err != nil {
+	if v, ok, err := urlparams.Take(q, paramMaxIdleTime); err != nil {
 		return bad("%v", err)
 	} else if ok {
 		d, err := time.ParseDuration(v)
@@ -135,7 +121,7 @@ func parseURL(u *url.URL) (*pgconn.Config, []Option, error) {
 		}
 		opts = append(opts, WithMaxIdleTime(d))
 	}
-	if v, ok, err := one(paramSchema); err != nil {
+	if v, ok, err := urlparams.Take(q, paramSchema); err != nil {
 		return bad("%v", err)
 	} else if ok {
 		if v == "" {
@@ -156,18 +142,4 @@ func parseURL(u *url.URL) (*pgconn.Config, []Option, error) {
 	dialer := &net.Dialer{KeepAliveConfig: keepAlive}
 	cfg.DialFunc = dialer.DialContext
 	return cfg, opts, nil
-}
-
-// displayURL is u for error messages: password redacted, and the query and
-// fragment left out, since a secret there would not be redacted.
-func displayURL(u *url.URL) string {
-	if u.Opaque != "" {
-		return u.Scheme + ":..."
-	}
-	v := *u
-	v.RawQuery = ""
-	v.ForceQuery = false
-	v.Fragment = ""
-	v.RawFragment = ""
-	return v.Redacted()
 }
