@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/urlparams"
 )
 
 // The URL schemes of Redis Cluster.
@@ -46,7 +47,7 @@ func openCluster(ctx context.Context, u *url.URL) (driver.Driver, error) {
 func parseClusterURL(u *url.URL) (*goredis.ClusterOptions, options, error) {
 	o := defaultOptions()
 	bad := func(format string, args ...any) (*goredis.ClusterOptions, options, error) {
-		return nil, o, invalidURL(u, format, args...)
+		return nil, o, urlparams.Invalid(u, format, args...)
 	}
 	scheme := strings.ToLower(u.Scheme)
 	nodeScheme := Scheme
@@ -68,15 +69,8 @@ func parseClusterURL(u *url.URL) (*goredis.ClusterOptions, options, error) {
 	if len(hosts) == 0 {
 		return bad("no nodes: list some as host1:port,host2:port,... (or addr=host:port parameters)")
 	}
-	if vs, ok := q[prefixParam]; ok {
-		if len(vs) != 1 {
-			return bad("%s given %d times", prefixParam, len(vs))
-		}
-		if err := checkPrefix(vs[0]); err != nil {
-			return bad("%s: %v", prefixParam, err)
-		}
-		o.prefix = vs[0]
-		q.Del(prefixParam)
+	if err := takePrefix(q, &o); err != nil {
+		return bad("%v", err)
 	}
 	// Each node address goes through the single-node checks (port range,
 	// IPv6 brackets) and gets the default port.

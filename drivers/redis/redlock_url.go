@@ -17,6 +17,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/urlparams"
 )
 
 // The URL schemes of RedLock.
@@ -59,7 +60,7 @@ func openRedLock(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
-		return nil, fmt.Errorf("%w: %s: %w", dlock.ErrInvalidURL, displayURL(u), err)
+		return nil, fmt.Errorf("%w: %s: %w", dlock.ErrInvalidURL, urlparams.Display(u), err)
 	}
 	clients := make([]goredis.UniversalClient, len(opts))
 	for i, opt := range opts {
@@ -83,14 +84,14 @@ func openRedLock(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, ctxErr
 		}
 		return nil, fmt.Errorf("redis: %s: %d of %d masters answered, %d needed: %w",
-			displayURL(u), answered, len(clients), quorum, errors.Join(errs...))
+			urlparams.Display(u), answered, len(clients), quorum, errors.Join(errs...))
 	}
 	for i, id := range ids {
 		for j := range i {
 			if id != "" && id == ids[j] {
 				closeAll()
 				return nil, fmt.Errorf("%w: %s: masters %s and %s are the same server (run_id %s)",
-					dlock.ErrInvalidURL, displayURL(u), addrs[j], addrs[i], id)
+					dlock.ErrInvalidURL, urlparams.Display(u), addrs[j], addrs[i], id)
 			}
 		}
 	}
@@ -130,7 +131,7 @@ func runIDs(ctx context.Context, clients []goredis.UniversalClient) ([]string, [
 func parseRedLockURL(u *url.URL) ([]*goredis.Options, options, error) {
 	o := defaultOptions()
 	bad := func(format string, args ...any) ([]*goredis.Options, options, error) {
-		return nil, o, invalidURL(u, format, args...)
+		return nil, o, urlparams.Invalid(u, format, args...)
 	}
 	scheme := strings.ToLower(u.Scheme)
 	nodeScheme := Scheme
@@ -149,16 +150,14 @@ func parseRedLockURL(u *url.URL) ([]*goredis.Options, options, error) {
 	if len(hosts) == 0 {
 		return bad("no masters: list them as host1:port,host2:port,... (or addr=host:port parameters)")
 	}
-	if vs, ok := q[nodeTimeoutParam]; ok {
-		if len(vs) != 1 {
-			return bad("%s given %d times", nodeTimeoutParam, len(vs))
-		}
-		d, err := time.ParseDuration(vs[0])
+	if v, ok, err := urlparams.Take(q, nodeTimeoutParam); err != nil {
+		return bad("%v", err)
+	} else if ok {
+		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Millisecond {
-			return bad("%s %q: want a duration of at least 1ms, as in 50ms", nodeTimeoutParam, vs[0])
+			return bad("%s %q: want a duration of at least 1ms, as in 50ms", nodeTimeoutParam, v)
 		}
 		o.nodeTimeout = d
-		q.Del(nodeTimeoutParam)
 	}
 	opts := make([]*goredis.Options, 0, len(hosts))
 	for i, h := range hosts {

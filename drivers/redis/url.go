@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/urlparams"
 )
 
 // The URL schemes this package registers with dlock.Open.
@@ -49,7 +50,7 @@ func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
 func parseURL(u *url.URL) (*goredis.Options, options, error) {
 	o := defaultOptions()
 	bad := func(format string, args ...any) (*goredis.Options, options, error) {
-		return nil, o, invalidURL(u, format, args...)
+		return nil, o, urlparams.Invalid(u, format, args...)
 	}
 	scheme := strings.ToLower(u.Scheme)
 	if scheme != Scheme && scheme != SchemeTLS {
@@ -69,15 +70,8 @@ func parseURL(u *url.URL) (*goredis.Options, options, error) {
 		}
 	}
 	q := u.Query()
-	if vs, ok := q[prefixParam]; ok {
-		if len(vs) != 1 {
-			return bad("%s given %d times", prefixParam, len(vs))
-		}
-		if err := checkPrefix(vs[0]); err != nil {
-			return bad("%s: %v", prefixParam, err)
-		}
-		o.prefix = vs[0]
-		q.Del(prefixParam)
+	if err := takePrefix(q, &o); err != nil {
+		return bad("%v", err)
 	}
 	rest := *u
 	rest.Scheme = scheme
@@ -94,29 +88,17 @@ func parseURL(u *url.URL) (*goredis.Options, options, error) {
 	return opt, o, nil
 }
 
-// displayURL is u for error messages: password redacted, and the query and
-// any opaque part left out, since a secret there would not be redacted.
-func displayURL(u *url.URL) string {
-	if u.Opaque != "" {
-		return u.Scheme + ":..." // "redis:user:password@host" is all opaque
+// takePrefix moves the key_prefix parameter, when q has it, from q to o.
+func takePrefix(q url.Values, o *options) error {
+	v, ok, err := urlparams.Take(q, prefixParam)
+	if err != nil || !ok {
+		return err
 	}
-	v := *u
-	v.RawQuery = ""
-	v.ForceQuery = false
-	v.Fragment = ""
-	v.RawFragment = ""
-	return v.Redacted()
-}
-
-// invalidURL is the error of every URL parser of this package: it wraps
-// dlock.ErrInvalidURL, shows the URL redacted, and scrubs the password from
-// the message too (go-redis's messages are not ours to audit).
-func invalidURL(u *url.URL, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	if p, ok := u.User.Password(); ok && p != "" {
-		msg = strings.ReplaceAll(msg, p, "xxxxx")
+	if err := checkPrefix(v); err != nil {
+		return fmt.Errorf("%s: %w", prefixParam, err)
 	}
-	return fmt.Errorf("%w: %s: %s", dlock.ErrInvalidURL, displayURL(u), msg)
+	o.prefix = v
+	return nil
 }
 
 // urlHosts returns the nodes a multi-node URL lists: host1,host2,... in the
@@ -143,5 +125,5 @@ func pingOwned(ctx context.Context, u *url.URL, client goredis.UniversalClient) 
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	return fmt.Errorf("redis: %s: %w", displayURL(u), err)
+	return fmt.Errorf("redis: %s: %w", urlparams.Display(u), err)
 }
