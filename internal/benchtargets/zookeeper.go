@@ -27,13 +27,13 @@ import (
 // first server received (the four-letter word mntr), so on a dedicated
 // server they are the benchmark's own; session pings count too, a few per
 // second. The returned func closes the raw session.
-func ZooKeeperTarget(rawURL string, sessionTimeout time.Duration) (benchkit.Target, func(), error) {
+func ZooKeeperTarget(rawURL string, sessionTTL time.Duration) (benchkit.Target, func(), error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" {
 		return benchkit.Target{}, nil, fmt.Errorf("want zk://host:port[,host:port]/..., got %q", rawURL)
 	}
 	servers := strings.Split(u.Host, ",")
-	conn, err := zkSession(servers, sessionTimeout)
+	conn, err := zkSession(servers, sessionTTL)
 	if err != nil {
 		return benchkit.Target{}, nil, err
 	}
@@ -45,7 +45,7 @@ func ZooKeeperTarget(rawURL string, sessionTimeout time.Duration) (benchkit.Targ
 	t := benchkit.Target{
 		Name: "zookeeper",
 		NewClient: func(ctx context.Context, opts ...dlock.Option) (*dlock.Client, error) {
-			return dlock.Open(ctx, rawURL, append([]dlock.Option{dlock.WithTTL(sessionTimeout * 3 / 2)}, opts...)...)
+			return dlock.Open(ctx, rawURL, append([]dlock.Option{dlock.WithTTL(sessionTTL * 3 / 2)}, opts...)...)
 		},
 		Raw: func(context.Context, string) error {
 			p, err := conn.Create(dir+"/n-", nil, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
@@ -55,14 +55,14 @@ func ZooKeeperTarget(rawURL string, sessionTimeout time.Duration) (benchkit.Targ
 			return conn.Delete(p, -1)
 		},
 		Requests: func() uint64 { return zkPacketsReceived(servers[0]) },
-		MinTTL:   sessionTimeout,
+		MinTTL:   sessionTTL,
 	}
 	return t, conn.Close, nil
 }
 
 // zkSession connects to servers and waits for a session.
-func zkSession(servers []string, sessionTimeout time.Duration) (*zk.Conn, error) {
-	conn, events, err := zk.Connect(servers, sessionTimeout, zk.WithLogInfo(false))
+func zkSession(servers []string, sessionTTL time.Duration) (*zk.Conn, error) {
+	conn, events, err := zk.Connect(servers, sessionTTL, zk.WithLogInfo(false))
 	if err != nil {
 		return nil, err
 	}
