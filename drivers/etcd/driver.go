@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/deadline"
+	"github.com/dlock-go/dlock/internal/driveropt"
 )
 
 // Driver is a dlock driver over an etcd cluster; [Driver.Capabilities] lists
@@ -51,13 +52,8 @@ func New(cli *clientv3.Client, opts ...Option) (*Driver, error) {
 		return nil, errors.New("etcd: New with a nil client")
 	}
 	o := defaultOptions()
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
+	if err := driveropt.Apply(&o, opts); err != nil {
+		return nil, err
 	}
 	return newDriver(cli, false, o), nil
 }

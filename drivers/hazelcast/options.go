@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/driveropt"
 )
 
 // DefaultMap is the name of the map whose entry locks are the locks, unless
@@ -42,17 +43,8 @@ func defaultOptions() options {
 	return options{mapName: DefaultMap, waitSlice: DefaultWaitSlice}
 }
 
-func (o *options) apply(opts []Option) error {
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(o); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// apply applies opts to o, in order.
+func (o *options) apply(opts []Option) error { return driveropt.Apply(o, opts) }
 
 // WithMap sets the name of the map whose entry locks are the locks (default
 // DefaultMap). The fencing counters live in the map of that name plus

@@ -8,6 +8,7 @@ import (
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/driveropt"
 )
 
 // Driver is a dlock driver over memcached: see [Driver.Capabilities] for
@@ -41,13 +42,8 @@ func New(client *gomemcache.Client, opts ...Option) (*Driver, error) {
 		return nil, errors.New("memcached: New with a nil client")
 	}
 	o := defaultOptions()
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
+	if err := driveropt.Apply(&o, opts); err != nil {
+		return nil, err
 	}
 	return newDriver(client, false, o), nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/driveropt"
 )
 
 // Defaults of the options.
@@ -36,16 +37,10 @@ func defaultOptions() options {
 	return options{maxConns: DefaultMaxConns, maxIdleTime: DefaultMaxIdleTime, schema: DefaultSchema}
 }
 
+// with returns o with opts applied, in order.
 func (o options) with(opts []Option) (options, error) {
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return o, err
-		}
-	}
-	return o, nil
+	err := driveropt.Apply(&o, opts)
+	return o, err
 }
 
 // WithMaxConns bounds the connections the Driver has open at once. Every

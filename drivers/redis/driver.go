@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/driveropt"
 )
 
 // Driver is a dlock driver over one Redis server or a Redis Cluster: see
@@ -54,13 +55,8 @@ func New(client goredis.UniversalClient, opts ...Option) (*Driver, error) {
 		return nil, errors.New("redis: New with a nil client")
 	}
 	o := defaultOptions()
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
+	if err := driveropt.Apply(&o, opts); err != nil {
+		return nil, err
 	}
 	return newDriver(client, false, o), nil
 }

@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/driveropt"
 )
 
 // RedLock is a dlock driver over N independent Redis masters (the RedLock
@@ -57,13 +58,8 @@ func NewRedLock(clients []goredis.UniversalClient, opts ...Option) (*RedLock, er
 		return nil, errors.New("redis: NewRedLock with no clients")
 	}
 	o := defaultOptions()
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
+	if err := driveropt.Apply(&o, opts); err != nil {
+		return nil, err
 	}
 	addrs := make([]string, len(clients))
 	for i, c := range clients {

@@ -8,6 +8,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/driveropt"
 )
 
 // DefaultBasePath is the node under which a Driver keeps its locks unless
@@ -39,17 +40,8 @@ func defaultOptions() options {
 	}
 }
 
-func (o *options) apply(opts []Option) error {
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(o); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// apply applies opts to o, in order.
+func (o *options) apply(opts []Option) error { return driveropt.Apply(o, opts) }
 
 // WithBasePath sets the node under which the Driver keeps its locks (see
 // "Keys" in the package documentation): an absolute path such as
