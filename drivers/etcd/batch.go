@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -25,13 +26,10 @@ var errForeignLease = errors.New("etcd: lease not made by this driver")
 // grant's create and mod revisions, as Extend's comparison does. A
 // transaction that fails reports its error for its own leases only.
 func (d *Driver) ExtendBatch(ctx context.Context, leases []driver.Lease, ttls []time.Duration) []error {
-	errs := make([]error, len(leases))
 	if err := d.enter(ctx); err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
+		return slices.Repeat([]error{err}, len(leases))
 	}
+	errs := make([]error, len(leases))
 	started := time.Now()
 	var items []*lease
 	var at []int // index in leases of each item

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -318,13 +319,10 @@ func (l *lease) Release(ctx context.Context) error {
 // ExtendBatch extends every lease under one lock of the backend, as a
 // pipeline would in one round trip.
 func (c *client) ExtendBatch(ctx context.Context, leases []driver.Lease, ttls []time.Duration) []error {
-	errs := make([]error, len(leases))
 	if err := c.enter(ctx); err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
+		return slices.Repeat([]error{err}, len(leases))
 	}
+	errs := make([]error, len(leases))
 	c.b.mu.Lock()
 	defer c.b.mu.Unlock()
 	now := time.Now()

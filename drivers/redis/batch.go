@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -20,13 +21,10 @@ var errForeignLease = errors.New("redis: lease not made by this driver")
 // trip per batchSize of them. Each extension is the same owner-checked script
 // as Lease.Extend, and reports its own result.
 func (d *Driver) ExtendBatch(ctx context.Context, leases []driver.Lease, ttls []time.Duration) []error {
-	errs := make([]error, len(leases))
 	if err := d.enter(ctx); err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
+		return slices.Repeat([]error{err}, len(leases))
 	}
+	errs := make([]error, len(leases))
 	var items []extension
 	var at []int // index in leases of each item
 	for i, dl := range leases {

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
@@ -13,13 +14,10 @@ import (
 // Extend judges it: extended when a majority extended it within its
 // validity, ErrNotHeld when no majority can still hold it.
 func (r *RedLock) ExtendBatch(ctx context.Context, leases []driver.Lease, ttls []time.Duration) []error {
-	errs := make([]error, len(leases))
 	if err := r.enter(ctx); err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
+		return slices.Repeat([]error{err}, len(leases))
 	}
+	errs := make([]error, len(leases))
 	var items []extension
 	var at []int
 	shortest := time.Duration(0)
