@@ -34,11 +34,7 @@ func openCluster(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := goredis.NewClusterClient(opt)
-	if err := pingOwned(ctx, u, client); err != nil {
-		return nil, err
-	}
-	return newDriver(client, true, o), nil
+	return openOwned(ctx, u, goredis.NewClusterClient(opt), o)
 }
 
 // parseClusterURL checks u and turns it into go-redis cluster options and

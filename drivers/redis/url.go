@@ -38,11 +38,7 @@ func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := goredis.NewClient(opt)
-	if err := pingOwned(ctx, u, client); err != nil {
-		return nil, err
-	}
-	return newDriver(client, true, o), nil
+	return openOwned(ctx, u, goredis.NewClient(opt), o)
 }
 
 // parseURL checks u and turns it into go-redis options and the driver's own.
@@ -111,6 +107,15 @@ func urlHosts(u *url.URL, q url.Values) []string {
 	hosts = append(hosts, q[addrParam]...)
 	q.Del(addrParam)
 	return hosts
+}
+
+// openOwned returns a Driver that owns client, made from u, once it
+// answers (see pingOwned).
+func openOwned(ctx context.Context, u *url.URL, client goredis.UniversalClient, o options) (driver.Driver, error) {
+	if err := pingOwned(ctx, u, client); err != nil {
+		return nil, err
+	}
+	return newDriver(client, true, o), nil
 }
 
 // pingOwned checks that a client made from u answers, and closes it when it
