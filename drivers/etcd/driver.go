@@ -87,7 +87,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		Reentrant:     true,
 		Blocking:      true,
 		MaxTTL:        d.ttl,
-		TTLReason:     fmt.Sprintf("this etcd driver's session TTL of %v bounds every lock's; open the driver with a longer session TTL (URL parameter ttl, or WithSessionTTL)", d.ttl),
+		TTLReason:     fmt.Sprintf("this etcd driver's session TTL of %v bounds every lock's; open the driver with a longer session TTL (URL parameter session_ttl, or WithSessionTTL)", d.ttl),
 		BatchExtender: d,
 		Inspector:     d,
 	}

@@ -20,7 +20,7 @@
 // # Capabilities
 //
 // Capabilities: Shared, Reentrant, Blocking, MinTTL and MaxTTL (one to two
-// session timeouts, see "Sessions and TTLs"), BatchExtender. No Notifier,
+// session TTLs, see "Sessions and TTLs"), BatchExtender. No Notifier,
 // which a server-side queue makes unnecessary, and no Inspector. In detail:
 //   - exclusive locks, and read-write locks (Shared) by the recipe's read
 //     and write nodes: a reader waits for the last writer ahead of it, a

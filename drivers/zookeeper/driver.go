@@ -182,7 +182,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		Blocking:      true,
 		MinTTL:        st,
 		MaxTTL:        2 * st,
-		TTLReason:     fmt.Sprintf("the ZooKeeper session timeout is %v: a crashed holder keeps its lock that long, so a shorter TTL cannot be honoured, and a lease is valid that long after its last confirmation, so above twice that, leases renewed every TTL/3 would lapse first", st),
+		TTLReason:     fmt.Sprintf("the session TTL (ZooKeeper's session timeout) is %v: a crashed holder keeps its lock that long, so a shorter TTL cannot be honoured, and a lease is valid that long after its last confirmation, so above twice that, leases renewed every TTL/3 would lapse first", st),
 		BatchExtender: d,
 	}
 }
