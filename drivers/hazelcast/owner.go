@@ -54,11 +54,3 @@ func (o *owner) bind(ctx context.Context) (context.Context, context.CancelFunc) 
 	stop := context.AfterFunc(ctx, func() { cancelCause(context.Cause(ctx)) })
 	return c, func() { stop(); cancel() }
 }
-
-// ownerOf returns the owner whose lock context ctx was derived from, or nil
-// when ctx carries no owner of this driver (and so, for a lock call, the
-// client's shared lock ID 0).
-func ownerOf(ctx context.Context) *owner {
-	o, _ := ctx.Value(ownerKey{}).(*owner)
-	return o
-}
