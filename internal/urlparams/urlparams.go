@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -81,7 +82,7 @@ func HostPort(s, defaultPort string) (string, error) {
 			}
 			port = p
 		}
-		if ip := net.ParseIP(host); ip == nil || !strings.Contains(host, ":") {
+		if ip, err := netip.ParseAddr(host); err != nil || !ip.Is6() {
 			return "", fmt.Errorf("%q in brackets is not an IPv6 address", host)
 		}
 	case strings.Count(s, ":") > 1:
