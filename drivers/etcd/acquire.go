@@ -33,10 +33,21 @@ var errEntryGone = errors.New("etcd: the waiting request's queue entry was delet
 // be waiting for nothing, etcd issue #19597; the error is transient, so the
 // core's waiting Lock tries again, under a new session).
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	if req.Owner != "" {
-		return d.acquireOwner(ctx, req, req.Block)
+	if err := d.enter(ctx); err != nil {
+		return nil, err
 	}
-	return d.acquirePlain(ctx, req, req.Block)
+	if err := checkRequest(req); err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	sess, err := d.confirmedSession(ctx, started)
+	if err != nil {
+		return nil, err
+	}
+	if req.Owner != "" {
+		return d.acquireOwner(ctx, req, req.Block, sess, started)
+	}
+	return d.acquirePlain(ctx, req, req.Block, sess, started)
 }
 
 // checkRequest refuses requests the core would never send.
@@ -74,18 +85,9 @@ func (d *Driver) confirmedSession(ctx context.Context, started time.Time) (*keep
 	}
 }
 
-func (d *Driver) acquirePlain(ctx context.Context, req driver.Request, wait bool) (driver.Lease, error) {
-	if err := d.enter(ctx); err != nil {
-		return nil, err
-	}
-	if err := checkRequest(req); err != nil {
-		return nil, err
-	}
-	started := time.Now()
-	sess, err := d.confirmedSession(ctx, started)
-	if err != nil {
-		return nil, err
-	}
+// acquirePlain queues req under sess, confirmed since started, and (when
+// wait is set) waits until it holds the lock.
+func (d *Driver) acquirePlain(ctx context.Context, req driver.Request, wait bool, sess *keeper, started time.Time) (driver.Lease, error) {
 	n := namesOf(d.prefix, req.Key)
 	me := n.contender(req.Mode, sess.id, req.ID)
 	blockers := n.blockers(req.Mode)

@@ -85,19 +85,9 @@ func (h *holdRef) leave(ctx context.Context, d *Driver, member string, rev int64
 
 // acquireOwner joins the owner's hold, or creates it, and (when wait is set)
 // waits until the hold is the lock's holder. Without wait it joins only a
-// hold that holds the lock, and creates one only when the lock is free.
-func (d *Driver) acquireOwner(ctx context.Context, req driver.Request, wait bool) (driver.Lease, error) {
-	if err := d.enter(ctx); err != nil {
-		return nil, err
-	}
-	if err := checkRequest(req); err != nil {
-		return nil, err
-	}
-	started := time.Now()
-	sess, err := d.confirmedSession(ctx, started)
-	if err != nil {
-		return nil, err
-	}
+// hold that holds the lock, and creates one only when the lock is free. Its
+// entry goes under sess, confirmed since started.
+func (d *Driver) acquireOwner(ctx context.Context, req driver.Request, wait bool, sess *keeper, started time.Time) (driver.Lease, error) {
 	n := namesOf(d.prefix, req.Key)
 	name := n.ownerHold(req.Mode, req.Owner)
 	blockers := n.blockers(req.Mode)
