@@ -25,12 +25,7 @@ func Redis(url string) (benchkit.Target, func(), error) {
 	}
 	raw := goredis.NewClient(opt)
 	t := Open("redis", url)
-	t.Raw = func(ctx context.Context, key string) error {
-		if err := raw.SetArgs(ctx, key, "raw", goredis.SetArgs{Mode: "NX", TTL: 15 * time.Second}).Err(); err != nil {
-			return err
-		}
-		return raw.Del(ctx, key).Err()
-	}
+	t.Raw = setDel(raw)
 	t.Poller = &benchkit.Poller{
 		Try: func(ctx context.Context, key, id string) (bool, error) {
 			return raw.SetNX(ctx, key, id, 15*time.Second).Result()
@@ -40,9 +35,33 @@ func Redis(url string) (benchkit.Target, func(), error) {
 		},
 		Retry: pollerRetry,
 	}
-	var asked atomic.Uint64 // INFO calls, each counted by the server itself
-	t.Requests = func() uint64 { return redisCommands(raw) - asked.Add(1) }
+	t.Requests = commandsOf(raw)
 	return t, func() { _ = raw.Close() }, nil
+}
+
+// setDel is the raw operation of the Redis targets: SET NX PX, then DEL,
+// through c.
+func setDel(c goredis.Cmdable) func(ctx context.Context, key string) error {
+	return func(ctx context.Context, key string) error {
+		if err := c.SetArgs(ctx, key, "raw", goredis.SetArgs{Mode: "NX", TTL: 15 * time.Second}).Err(); err != nil {
+			return err
+		}
+		return c.Del(ctx, key).Err()
+	}
+}
+
+// commandsOf is a Target's Requests over servers: the requests they have
+// served (redisCommands), less the INFO calls that counted them, one per
+// server each time.
+func commandsOf(servers ...*goredis.Client) func() uint64 {
+	var asked atomic.Uint64
+	return func() uint64 {
+		var n uint64
+		for _, c := range servers {
+			n += redisCommands(c)
+		}
+		return n - asked.Add(1)*uint64(len(servers))
+	}
 }
 
 // pollerRelease deletes a polled lock if its owner still holds it, as
@@ -101,20 +120,8 @@ func RedLock(url string, addrs []string) (benchkit.Target, func(), error) {
 		}
 	}
 	t := Open("redlock", url)
-	t.Raw = func(ctx context.Context, key string) error {
-		if err := raws[0].SetArgs(ctx, key, "raw", goredis.SetArgs{Mode: "NX", TTL: 15 * time.Second}).Err(); err != nil {
-			return err
-		}
-		return raws[0].Del(ctx, key).Err()
-	}
-	var asked atomic.Uint64
-	t.Requests = func() uint64 {
-		var n uint64
-		for _, c := range raws {
-			n += redisCommands(c)
-		}
-		return n - asked.Add(1)*uint64(len(raws))
-	}
+	t.Raw = setDel(raws[0])
+	t.Requests = commandsOf(raws...)
 	return t, closeAll, nil
 }
 
@@ -138,19 +145,7 @@ func RedisCluster(url string, addrs []string) (benchkit.Target, func(), error) {
 		}
 	}
 	t := Open("redis-cluster", url)
-	t.Raw = func(ctx context.Context, key string) error {
-		if err := cluster.SetArgs(ctx, key, "raw", goredis.SetArgs{Mode: "NX", TTL: 15 * time.Second}).Err(); err != nil {
-			return err
-		}
-		return cluster.Del(ctx, key).Err()
-	}
-	var asked atomic.Uint64
-	t.Requests = func() uint64 {
-		var n uint64
-		for _, c := range nodes {
-			n += redisCommands(c)
-		}
-		return n - asked.Add(1)*uint64(len(nodes))
-	}
+	t.Raw = setDel(cluster)
+	t.Requests = commandsOf(nodes...)
 	return t, closeAll, nil
 }
