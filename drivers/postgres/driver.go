@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,10 +192,7 @@ func (d *Driver) Close() error {
 		return nil
 	}
 	d.mu.Lock()
-	held := make([]*lease, 0, len(d.leases))
-	for l := range d.leases {
-		held = append(held, l)
-	}
+	held := slices.Collect(maps.Keys(d.leases))
 	d.mu.Unlock()
 	for _, l := range held {
 		l.lose(driver.ErrClosed)

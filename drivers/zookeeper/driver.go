@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -213,10 +215,7 @@ func (d *Driver) Close() error {
 	}
 	d.closed.Store(true)
 	d.mu.Lock()
-	held := make([]*lease, 0, len(d.leases))
-	for l := range d.leases {
-		held = append(held, l)
-	}
+	held := slices.Collect(maps.Keys(d.leases))
 	d.mu.Unlock()
 	// Holders hear of the loss before anyone else can take their locks.
 	for _, l := range held {
