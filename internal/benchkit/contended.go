@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/dlock-go/dlock"
 )
 
 // Contended is throughput and fairness with many goroutines on one key.
@@ -26,6 +28,26 @@ func MeasureContended(ctx context.Context, t Target, goroutines, clients int, d 
 	}
 	defer done()
 	key := newKey("contended")
+	ms := make([]dlock.Mutex, goroutines)
+	for g := range ms {
+		if ms[g], err = cs[g%clients].Mutex(key); err != nil {
+			return Contended{}, err
+		}
+	}
+	return contend(ctx, goroutines, clients, d, func(runCtx context.Context, g int) (func() error, error) {
+		l, err := ms[g].Lock(runCtx)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { _ = l.Unlock(ctx); return nil }, nil
+	})
+}
+
+// contend runs goroutines for d, each taking and giving back one lock as
+// fast as it can: acquire takes it for goroutine g, waiting at most until
+// runCtx ends, and returns how to give it back. The first error of an
+// acquire or a release before the run's end fails the run.
+func contend(ctx context.Context, goroutines, clients int, d time.Duration, acquire func(runCtx context.Context, g int) (release func() error, err error)) (Contended, error) {
 	runCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	counts := make([]int, goroutines)
@@ -33,27 +55,29 @@ func MeasureContended(ctx context.Context, t Target, goroutines, clients int, d 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
+	fail := func(err error) {
+		if runCtx.Err() == nil {
+			mu.Lock()
+			firstErr = err
+			mu.Unlock()
+		}
+	}
 	start := time.Now()
 	for g := range goroutines {
-		m, err := cs[g%clients].Mutex(key)
-		if err != nil {
-			return Contended{}, err
-		}
 		wg.Go(func() {
 			for runCtx.Err() == nil {
 				t0 := time.Now()
-				l, err := m.Lock(runCtx)
+				release, err := acquire(runCtx, g)
 				if err != nil {
-					if runCtx.Err() == nil {
-						mu.Lock()
-						firstErr = err
-						mu.Unlock()
-					}
+					fail(err)
 					return
 				}
 				waits[g] = append(waits[g], time.Since(t0))
 				counts[g]++
-				_ = l.Unlock(ctx)
+				if err := release(); err != nil {
+					fail(err)
+					return
+				}
 			}
 		})
 	}

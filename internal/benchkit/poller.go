@@ -3,7 +3,6 @@ package benchkit
 import (
 	"context"
 	"crypto/rand"
-	"sync"
 	"time"
 )
 
@@ -26,53 +25,24 @@ type Poller struct {
 // lock and unlock one key through it as fast as they can for d.
 func MeasurePolledContended(ctx context.Context, p *Poller, goroutines int, d time.Duration) (Contended, error) {
 	key := newKey("polled")
-	runCtx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	counts := make([]int, goroutines)
-	waits := make([][]time.Duration, goroutines)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	fail := func(err error) {
-		if runCtx.Err() == nil {
-			mu.Lock()
-			firstErr = err
-			mu.Unlock()
-		}
+	ids := make([]string, goroutines)
+	for g := range ids {
+		ids[g] = rand.Text()
 	}
-	start := time.Now()
-	for g := range goroutines {
-		wg.Go(func() {
-			id := rand.Text()
-			for runCtx.Err() == nil {
-				t0 := time.Now()
-				for {
-					ok, err := p.Try(runCtx, key, id)
-					if err != nil {
-						fail(err)
-						return
-					}
-					if ok {
-						break
-					}
-					select {
-					case <-runCtx.Done():
-						return
-					case <-time.After(p.Retry):
-					}
-				}
-				waits[g] = append(waits[g], time.Since(t0))
-				counts[g]++
-				if err := p.Release(context.WithoutCancel(runCtx), key, id); err != nil {
-					fail(err)
-					return
-				}
+	return contend(ctx, goroutines, 1, d, func(runCtx context.Context, g int) (func() error, error) {
+		for {
+			ok, err := p.Try(runCtx, key, ids[g])
+			if err != nil {
+				return nil, err
 			}
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return Contended{}, firstErr
-	}
-	return contendedStats(goroutines, 1, counts, waits, time.Since(start)), nil
+			if ok {
+				return func() error { return p.Release(context.WithoutCancel(runCtx), key, ids[g]) }, nil
+			}
+			select {
+			case <-runCtx.Done():
+				return nil, runCtx.Err()
+			case <-time.After(p.Retry):
+			}
+		}
+	})
 }
