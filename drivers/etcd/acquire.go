@@ -199,7 +199,7 @@ func retryTidy(sess *keeper, op func(context.Context) error) {
 		ctx, cancel := context.WithTimeout(sess.ctx, max(sess.ttl/3, time.Second))
 		err := op(ctx)
 		cancel()
-		if err == nil || r.sleep(sess.ctx, nil) != nil {
+		if err == nil || r.Sleep(sess.ctx, nil) != nil {
 			return
 		}
 	}

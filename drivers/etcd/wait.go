@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -12,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/backoff"
 )
 
 // waiter is one queued request waiting for the entries ahead of it.
@@ -110,7 +110,7 @@ func (w *waiter) loop(ctx, callCtx context.Context, ahead []*mvccpb.KeyValue, at
 			if err := w.stopped(ctx, err); err != nil {
 				return time.Time{}, err
 			}
-			if err := retry.sleep(ctx, w.done()); err != nil {
+			if err := retry.Sleep(ctx, w.done()); err != nil {
 				return time.Time{}, w.stopped(ctx, err)
 			}
 		}
@@ -328,25 +328,8 @@ func (w *waiter) stopped(ctx context.Context, err error) error {
 	return nil
 }
 
-// retry is a jittered exponential backoff, from 10 ms to 1 s, for reads and
-// watches that failed while waiting (a reconnect, a leader election).
-type retry struct{ delay time.Duration }
-
-func newRetry() *retry { return &retry{delay: 10 * time.Millisecond} }
-
-// sleep waits for the next delay, or until ctx or done ends (ctx's error,
-// or context.Canceled for done).
-func (r *retry) sleep(ctx context.Context, done <-chan struct{}) error {
-	d := r.delay/2 + rand.N(r.delay/2+1)
-	r.delay = min(2*r.delay, time.Second)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-done: // nil: never
-		return context.Canceled
-	}
+// newRetry is the backoff, from 10 ms to 1 s, of reads and watches that
+// failed while waiting (a reconnect, a leader election).
+func newRetry() *backoff.Jittered {
+	return &backoff.Jittered{First: 10 * time.Millisecond, Limit: time.Second}
 }

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/backoff"
 )
 
 // Acquire takes the lock. Without req.Block it tries once, in one statement,
@@ -38,7 +38,9 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, wait bool) (dr
 		return nil, err
 	}
 	k := keysOf(req.Key, req.Owner, req.Mode == driver.Shared)
-	var b backoff
+	// Polls of a lock that cannot wait in PostgreSQL's queue: jittered,
+	// from 2 ms doubling up to 250 ms.
+	b := backoff.Jittered{First: 2 * time.Millisecond, Limit: 250 * time.Millisecond}
 	for {
 		l, out, err := d.attempt(ctx, req, k, wait)
 		if err != nil {
@@ -54,7 +56,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, wait bool) (dr
 		if !wait {
 			return nil, driver.ErrLocked
 		}
-		if err := b.sleep(ctx); err != nil {
+		if err := b.Sleep(ctx, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -303,25 +305,4 @@ func decodeAcquire(row [][]byte) (result, error) {
 		res.waited = time.Duration(granted-arrived) * time.Microsecond
 	}
 	return res, nil
-}
-
-// backoff spaces the polls of a blocking acquisition that cannot wait in
-// PostgreSQL's queue: jittered, from 2 ms doubling up to 250 ms.
-type backoff struct{ next time.Duration }
-
-func (b *backoff) sleep(ctx context.Context) error {
-	const first, limit = 2 * time.Millisecond, 250 * time.Millisecond
-	if b.next == 0 {
-		b.next = first
-	}
-	d := b.next/2 + rand.N(b.next/2+1)
-	b.next = min(2*b.next, limit)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
