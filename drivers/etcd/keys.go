@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/percent"
 )
 
 // lockNames are the etcd names of one dlock key (see "Keys" in the package
@@ -85,30 +86,7 @@ func escape(s string) string {
 	if s == "." || s == ".." {
 		return strings.Repeat("%2E", len(s))
 	}
-	clean := true
-	for i := 0; i < len(s); i++ {
-		if !plain(s[i]) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s // the common case: readable in etcdctl, no allocation
-	}
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	b.Grow(len(s) + 16)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if plain(c) {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&15])
-	}
-	return b.String()
+	return percent.Escape(s, plain) // most keys come back as they are: readable in etcdctl
 }
 
 func plain(c byte) bool {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/dlock-go/dlock/internal/percent"
 )
 
 // escapeKey maps a dlock key (any byte string) onto one ZooKeeper node name.
@@ -21,22 +23,7 @@ import (
 // U+FFF0 to U+FFFF). Names are at most three times as long as keys: 3072
 // bytes for the core's longest key, well within ZooKeeper's request limit
 // (jute.maxbuffer, 1 MiB by default), which is its only limit on names.
-func escapeKey(key string) string {
-	const hexDigits = "0123456789ABCDEF"
-	var b strings.Builder
-	b.Grow(len(key))
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if isSafe(c) {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(hexDigits[c>>4])
-		b.WriteByte(hexDigits[c&15])
-	}
-	return b.String()
-}
+func escapeKey(key string) string { return percent.Escape(key, isSafe) }
 
 func isSafe(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '~' || c == '-'
