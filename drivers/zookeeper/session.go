@@ -234,15 +234,7 @@ func (d *Driver) waitSession(ctx context.Context) (int64, error) {
 // runs on in the background, so op must only write variables that the caller
 // reads after a nil or op error from call.
 func (d *Driver) call(ctx context.Context, op func() error) error {
-	done := d.start(op)
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-d.closing:
-		return driver.ErrClosed
-	}
+	return d.await(ctx, d.start(op))
 }
 
 // start runs op in the background and returns the channel of its result.
