@@ -27,6 +27,14 @@ func TestACL(t *testing.T) {
 	if err := conn.AddAuth("digest", []byte("alice:secret")); err != nil {
 		t.Fatal(err)
 	}
+	// The base path's nodes are made open to all here: made by the Driver,
+	// they would carry its ACL, and /dlock-test would shut out the other
+	// tests' Drivers.
+	for _, p := range []string{"/dlock-test", "/dlock-test" + base} {
+		if _, err := conn.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
 	acl := zk.DigestACL(zk.PermAll, "alice", "secret")
 	d, err := New(conn, testSession, WithBasePath("/dlock-test"+base), WithACL(acl))
 	if err != nil {
