@@ -15,6 +15,7 @@ TEST_FLAGS = -race -count=1 -p 3 -timeout 30m
 # directory this variable names (conformance.RecordEnv); the README's
 # capability table is generated from the checked-in ones (docs/conformance).
 RECORD_VAR = DLOCK_CONFORMANCE_RECORD
+CAPTABLE_CHECK = $(GO) run ./internal/captable -check
 
 .PHONY: test check build-tests setup example bench flakes captable captable-check
 
@@ -36,7 +37,6 @@ test:
 ## records of a test run, as make test passes them), when those differ from
 ## the checked-in ones: a record missing from the run (its harness skipped,
 ## failed or run in part), a new one, or a changed one.
-CAPTABLE_CHECK = $(GO) run ./internal/captable -check
 captable-check:
 	$(CAPTABLE_CHECK) $(if $(RECORDS),-fresh "$(RECORDS)")
 
