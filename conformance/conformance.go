@@ -36,9 +36,10 @@
 // broken drivers, one per known-broken locking algorithm, and check that each
 // fails the cases meant to catch it.
 //
-// With RecordEnv set to a directory, a Run that passes writes there a Record
-// of the driver's capabilities, the harness's hooks and each case's outcome:
-// the project's capability table is generated from these records.
+// With results.Env set to a directory, a Run that passes writes there a
+// record of the driver's capabilities, the harness's hooks and each case's
+// outcome (package results): the project's capability table is generated
+// from these records.
 package conformance
 
 import (
@@ -60,8 +61,8 @@ type Harness struct {
 	// closes every driver it makes.
 	NewDriver func(ctx context.Context) (driver.Driver, error)
 
-	// Name names the backend in the record Run keeps when RecordEnv asks
-	// for one: path elements of letters, digits, '.', '_' and '-'. Default:
+	// Name names the backend in the record Run keeps when results.Env
+	// asks for one: path elements of letters, digits, '.', '_' and '-'. Default:
 	// the driver's package name, followed by the test's name without its
 	// "Test" prefix and "Conformance" elements ("redis/RedLock" for
 	// TestRedLock/Conformance in package redis).

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/conformance/results"
 )
 
 const module = "github.com/dlock-go/dlock"
@@ -15,28 +15,28 @@ const module = "github.com/dlock-go/dlock"
 // records are two made-up records: a plain driver of another module with a
 // TTL limit and skipped cases, and one of this module with every
 // capability.
-func records() []conformance.Record {
-	return []conformance.Record{
+func records() []results.Backend {
+	return []results.Backend{
 		{
 			Name:         "mariadb",
 			Package:      "example.com/mariadb",
-			Capabilities: conformance.RecordedCapabilities{MinTTL: "5s", MaxTTL: "0s", TTLReason: "whole seconds"},
-			Cases: []conformance.RecordedCase{
-				{Name: "MutualExclusion", Outcome: conformance.OutcomePassed},
-				{Name: "ReadersShare", Outcome: conformance.OutcomeSkipped, Reason: "the driver has no read-write locks"},
-				{Name: "Transfer", Outcome: conformance.OutcomeSkipped, Reason: "the driver declares no Transferer"},
+			Capabilities: results.Capabilities{MinTTL: "5s", MaxTTL: "0s", TTLReason: "whole seconds"},
+			Cases: []results.Case{
+				{Name: "MutualExclusion", Outcome: results.Passed},
+				{Name: "ReadersShare", Outcome: results.Skipped, Reason: "the driver has no read-write locks"},
+				{Name: "Transfer", Outcome: results.Skipped, Reason: "the driver declares no Transferer"},
 			},
 		},
 		{
 			Name:    "memory/TokenBlocks",
 			Package: module + "/drivers/memory",
-			Capabilities: conformance.RecordedCapabilities{Shared: true, Reentrant: true, TokenBlock: 8, MinTTL: "0s", MaxTTL: "0s",
+			Capabilities: results.Capabilities{Shared: true, Reentrant: true, TokenBlock: 8, MinTTL: "0s", MaxTTL: "0s",
 				CheckKey: true, Notifier: true, BatchExtender: true, Transferer: true, Inspector: true},
-			Hooks: conformance.RecordedHooks{Tamper: true, Pause: true, Restart: true},
-			Cases: []conformance.RecordedCase{
-				{Name: "MutualExclusion", Outcome: conformance.OutcomePassed},
-				{Name: "ReadersShare", Outcome: conformance.OutcomePassed},
-				{Name: "Transfer", Outcome: conformance.OutcomePassed},
+			Hooks: results.Hooks{Tamper: true, Pause: true, Restart: true},
+			Cases: []results.Case{
+				{Name: "MutualExclusion", Outcome: results.Passed},
+				{Name: "ReadersShare", Outcome: results.Passed},
+				{Name: "Transfer", Outcome: results.Passed},
 			},
 		},
 	}
@@ -131,17 +131,17 @@ func TestSplice(t *testing.T) {
 }
 
 // writeRecords writes recs into dir as the suite would.
-func writeRecords(t *testing.T, dir string, recs ...conformance.Record) {
+func writeRecords(t *testing.T, dir string, recs ...results.Backend) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range recs {
-		b, err := conformance.MarshalRecord(r)
+		b, err := results.Marshal(r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, conformance.RecordFile(r.Name)), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, results.FileName(r.Name)), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,7 +155,7 @@ func TestStaleRecords(t *testing.T) {
 	writeRecords(t, same, recs...)
 	changed := recs[1]
 	changed.Capabilities.Inspector = false
-	added := conformance.Record{Name: "etcd", Package: "p"}
+	added := results.Backend{Name: "etcd", Package: "p"}
 	writeRecords(t, fresh, changed, added) // and no mariadb
 
 	want, err := loadRecords(checkedIn)
@@ -226,7 +226,7 @@ func TestCheck(t *testing.T) {
 
 	run := filepath.Join(root, "run")
 	writeRecords(t, run, records()...)
-	writeRecords(t, c.records, conformance.Record{Name: "gone", Package: "p"})
+	writeRecords(t, c.records, results.Backend{Name: "gone", Package: "p"})
 	if err := c.generate(run); err != nil {
 		t.Fatal(err)
 	}

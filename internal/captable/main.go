@@ -1,7 +1,7 @@
 // Command captable keeps the README's backend capability table true: it
 // renders the table from the conformance suite's records (the JSON files
-// that conformance.Run writes when conformance.RecordEnv names a directory,
-// checked in under docs/conformance), and checks that what is checked in is
+// that conformance.Run writes when results.Env names a directory, checked
+// in under docs/conformance), and checks that what is checked in is
 // current.
 //
 //	go run ./internal/captable                   # render the table into README.md

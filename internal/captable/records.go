@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,19 +9,19 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/conformance/results"
 )
 
 // recordSet is a directory's records: each file's bytes by file name, and
 // the records decoded, sorted by name.
 type recordSet struct {
 	files   map[string][]byte
-	records []conformance.Record
+	records []results.Backend
 }
 
-// loadRecords reads every *.json file of dir as a conformance.Record. A
-// file must be exactly what the suite writes (its name from the record's,
-// its bytes from conformance.MarshalRecord), so that comparing bytes
+// loadRecords reads every *.json file of dir as a record. A file must be
+// exactly what the suite writes (its name from the record's, its bytes
+// from results.Marshal: results.Unmarshal checks), so that comparing bytes
 // compares records and nobody edits one by hand unnoticed.
 func loadRecords(dir string) (recordSet, error) {
 	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
@@ -37,42 +36,20 @@ func loadRecords(dir string) (recordSet, error) {
 			errs = append(errs, err)
 			continue
 		}
-		rec, err := decodeRecord(b)
+		rec, err := results.Unmarshal(b)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", path, err))
 			continue
 		}
-		if want := conformance.RecordFile(rec.Name); filepath.Base(path) != want {
+		if want := results.FileName(rec.Name); filepath.Base(path) != want {
 			errs = append(errs, fmt.Errorf("%s: the record of %s belongs in %s", path, rec.Name, want))
 			continue
 		}
 		set.files[filepath.Base(path)] = b
 		set.records = append(set.records, rec)
 	}
-	slices.SortFunc(set.records, func(a, b conformance.Record) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(set.records, func(a, b results.Backend) int { return strings.Compare(a.Name, b.Name) })
 	return set, errors.Join(errs...)
-}
-
-// decodeRecord decodes b strictly: no unknown fields, no trailing data,
-// and bytes as conformance.MarshalRecord writes them.
-func decodeRecord(b []byte) (conformance.Record, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var rec conformance.Record
-	if err := dec.Decode(&rec); err != nil {
-		return conformance.Record{}, err
-	}
-	if dec.More() {
-		return conformance.Record{}, errors.New("data after the record")
-	}
-	canonical, err := conformance.MarshalRecord(rec)
-	if err != nil {
-		return conformance.Record{}, err
-	}
-	if !bytes.Equal(canonical, b) {
-		return conformance.Record{}, errors.New("not as conformance.Run writes it (edited by hand?): regenerate it with make captable")
-	}
-	return rec, nil
 }
 
 // staleRecords compares the records of a run of the tests (fresh) with the

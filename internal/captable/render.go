@@ -7,29 +7,29 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/conformance/results"
 )
 
 // column is one column of the capability table: its heading, and the cell
 // of a record.
 type column struct {
 	heading string
-	cell    func(conformance.Record) string
+	cell    func(results.Backend) string
 }
 
 // columns are the table's: every field of driver.Capabilities (as the
 // record has it), the harness's fault hooks, and the cases' outcomes. The
 // backend's name and package come first.
 var columns = []column{
-	{"read-write (`Shared`)", func(r conformance.Record) string { return yesNo(r.Capabilities.Shared) }},
-	{"reentrant", func(r conformance.Record) string { return yesNo(r.Capabilities.Reentrant) }},
-	{"server-side waiting (`Blocking`)", func(r conformance.Record) string { return yesNo(r.Capabilities.Blocking) }},
-	{"notifications (`Notifier`)", func(r conformance.Record) string { return yesNo(r.Capabilities.Notifier) }},
-	{"batched renewal (`BatchExtender`)", func(r conformance.Record) string { return yesNo(r.Capabilities.BatchExtender) }},
-	{"transfer (`Transferer`)", func(r conformance.Record) string { return yesNo(r.Capabilities.Transferer) }},
-	{"inspection (`Inspector`)", func(r conformance.Record) string { return yesNo(r.Capabilities.Inspector) }},
-	{"token blocks (`TokenBlock`)", func(r conformance.Record) string { return tokenBlock(r.Capabilities.TokenBlock) }},
-	{"key rules (`CheckKey`)", func(r conformance.Record) string {
+	{"read-write (`Shared`)", func(r results.Backend) string { return yesNo(r.Capabilities.Shared) }},
+	{"reentrant", func(r results.Backend) string { return yesNo(r.Capabilities.Reentrant) }},
+	{"server-side waiting (`Blocking`)", func(r results.Backend) string { return yesNo(r.Capabilities.Blocking) }},
+	{"notifications (`Notifier`)", func(r results.Backend) string { return yesNo(r.Capabilities.Notifier) }},
+	{"batched renewal (`BatchExtender`)", func(r results.Backend) string { return yesNo(r.Capabilities.BatchExtender) }},
+	{"transfer (`Transferer`)", func(r results.Backend) string { return yesNo(r.Capabilities.Transferer) }},
+	{"inspection (`Inspector`)", func(r results.Backend) string { return yesNo(r.Capabilities.Inspector) }},
+	{"token blocks (`TokenBlock`)", func(r results.Backend) string { return tokenBlock(r.Capabilities.TokenBlock) }},
+	{"key rules (`CheckKey`)", func(r results.Backend) string {
 		if r.Capabilities.CheckKey {
 			return "the core's and the driver's"
 		}
@@ -37,7 +37,7 @@ var columns = []column{
 	}},
 	{"TTL (`MinTTL`, `MaxTTL`)", ttlRange},
 	{"fault hooks in the suite", hooks},
-	{"cases passed / skipped", func(r conformance.Record) string {
+	{"cases passed / skipped", func(r results.Backend) string {
 		skipped := len(skips(r))
 		return fmt.Sprintf("%d / %d", len(r.Cases)-skipped, skipped)
 	}},
@@ -59,7 +59,7 @@ func tokenBlock(n uint64) string {
 }
 
 // ttlRange shows the TTLs a driver accepts beyond the core's own limits.
-func ttlRange(r conformance.Record) string {
+func ttlRange(r results.Backend) string {
 	lo, hi := duration(r.Capabilities.MinTTL), duration(r.Capabilities.MaxTTL)
 	switch {
 	case lo == "" && hi == "":
@@ -100,7 +100,7 @@ func duration(s string) string {
 
 // hooks lists the harness's optional hooks, which decide the fault cases
 // that ran.
-func hooks(r conformance.Record) string {
+func hooks(r results.Backend) string {
 	var hs []string
 	for _, h := range []struct {
 		on   bool
@@ -116,10 +116,10 @@ func hooks(r conformance.Record) string {
 	return strings.Join(hs, ", ")
 }
 
-func skips(r conformance.Record) []conformance.RecordedCase {
-	var s []conformance.RecordedCase
+func skips(r results.Backend) []results.Case {
+	var s []results.Case
 	for _, c := range r.Cases {
-		if c.Outcome == conformance.OutcomeSkipped {
+		if c.Outcome == results.Skipped {
 			s = append(s, c)
 		}
 	}
@@ -130,7 +130,7 @@ func skips(r conformance.Record) []conformance.RecordedCase {
 // record, then the drivers' reasons for their TTL limits and the skipped
 // cases with their reasons. module is the module's path, so that a driver
 // of this module links to its directory.
-func renderTable(recs []conformance.Record, module string) string {
+func renderTable(recs []results.Backend, module string) string {
 	var b strings.Builder
 	b.WriteString("| backend | package |")
 	for _, c := range columns {
@@ -185,9 +185,9 @@ func renderTable(recs []conformance.Record, module string) string {
 }
 
 // caseIndex is where the suite lists the case, as the records have it.
-func caseIndex(recs []conformance.Record, name string) int {
+func caseIndex(recs []results.Backend, name string) int {
 	for _, r := range recs {
-		if i := slices.IndexFunc(r.Cases, func(c conformance.RecordedCase) bool { return c.Name == name }); i >= 0 {
+		if i := slices.IndexFunc(r.Cases, func(c results.Case) bool { return c.Name == name }); i >= 0 {
 			return i
 		}
 	}
@@ -210,20 +210,20 @@ func escapeCell(s string) string {
 // capabilityFields are the capabilities an inline list can name
 // (<!-- captable:with:FIELD -->), by their names in the record, and whether
 // a record declares each.
-var capabilityFields = map[string]func(conformance.RecordedCapabilities) bool{
-	"shared":         func(c conformance.RecordedCapabilities) bool { return c.Shared },
-	"reentrant":      func(c conformance.RecordedCapabilities) bool { return c.Reentrant },
-	"blocking":       func(c conformance.RecordedCapabilities) bool { return c.Blocking },
-	"token_block":    func(c conformance.RecordedCapabilities) bool { return c.TokenBlock > 1 },
-	"check_key":      func(c conformance.RecordedCapabilities) bool { return c.CheckKey },
-	"notifier":       func(c conformance.RecordedCapabilities) bool { return c.Notifier },
-	"batch_extender": func(c conformance.RecordedCapabilities) bool { return c.BatchExtender },
-	"transferer":     func(c conformance.RecordedCapabilities) bool { return c.Transferer },
-	"inspector":      func(c conformance.RecordedCapabilities) bool { return c.Inspector },
+var capabilityFields = map[string]func(results.Capabilities) bool{
+	"shared":         func(c results.Capabilities) bool { return c.Shared },
+	"reentrant":      func(c results.Capabilities) bool { return c.Reentrant },
+	"blocking":       func(c results.Capabilities) bool { return c.Blocking },
+	"token_block":    func(c results.Capabilities) bool { return c.TokenBlock > 1 },
+	"check_key":      func(c results.Capabilities) bool { return c.CheckKey },
+	"notifier":       func(c results.Capabilities) bool { return c.Notifier },
+	"batch_extender": func(c results.Capabilities) bool { return c.BatchExtender },
+	"transferer":     func(c results.Capabilities) bool { return c.Transferer },
+	"inspector":      func(c results.Capabilities) bool { return c.Inspector },
 }
 
 // renderWith lists the records that declare the capability field.
-func renderWith(recs []conformance.Record, field string) (string, error) {
+func renderWith(recs []results.Backend, field string) (string, error) {
 	has, ok := capabilityFields[field]
 	if !ok {
 		return "", fmt.Errorf("no capability %q to list (want one of %s)", field, strings.Join(slices.Sorted(maps.Keys(capabilityFields)), ", "))

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/conformance/results"
 )
 
 // marker finds the generated parts of a file: <!-- captable:NAME -->, the
@@ -15,7 +15,7 @@ var marker = regexp.MustCompile(`(?s)<!-- captable:([a-z_:]+) -->(.*?)<!-- /capt
 // splice returns doc with each generated part rendered anew from recs. The
 // table (captable:table) is set on lines of its own, an inline list
 // (captable:with:FIELD) within its line. doc must hold the table once.
-func splice(doc string, recs []conformance.Record, module string) (string, error) {
+func splice(doc string, recs []results.Backend, module string) (string, error) {
 	var errs []string
 	tables := 0
 	out := marker.ReplaceAllStringFunc(doc, func(m string) string {

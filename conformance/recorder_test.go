@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/conformance/results"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/drivers/memory"
 )
@@ -17,16 +18,16 @@ import (
 // a capability added to the contract cannot be left out of the generated
 // table.
 func TestRecordedCapabilitiesCoverEveryField(t *testing.T) {
-	recorded := reflect.TypeFor[RecordedCapabilities]()
+	recorded := reflect.TypeFor[results.Capabilities]()
 	caps := reflect.TypeFor[driver.Capabilities]()
 	for i := range caps.NumField() {
 		f := caps.Field(i)
 		if _, ok := recorded.FieldByName(f.Name); !ok {
-			t.Errorf("driver.Capabilities.%s is not in RecordedCapabilities", f.Name)
+			t.Errorf("driver.Capabilities.%s is not in results.Capabilities", f.Name)
 		}
 	}
 	if recorded.NumField() != caps.NumField() {
-		t.Errorf("RecordedCapabilities has %d fields, driver.Capabilities %d", recorded.NumField(), caps.NumField())
+		t.Errorf("results.Capabilities has %d fields, driver.Capabilities %d", recorded.NumField(), caps.NumField())
 	}
 }
 
@@ -37,7 +38,7 @@ func TestRecordCapabilities(t *testing.T) {
 	caps.MinTTL, caps.MaxTTL, caps.TTLReason = 2*time.Second, 24*time.Hour, "why"
 	caps.CheckKey = func(string) error { return nil }
 	got := recordCapabilities(caps)
-	want := RecordedCapabilities{Shared: true, Reentrant: true, TokenBlock: 8, MinTTL: "2s", MaxTTL: "24h0m0s", TTLReason: "why",
+	want := results.Capabilities{Shared: true, Reentrant: true, TokenBlock: 8, MinTTL: "2s", MaxTTL: "24h0m0s", TTLReason: "why",
 		CheckKey: true, Notifier: true, BatchExtender: true, Transferer: true, Inspector: true}
 	if got != want {
 		t.Errorf("recordCapabilities = %+v, want %+v", got, want)
@@ -85,11 +86,11 @@ func TestRecorderNeedsEveryCase(t *testing.T) {
 		t.Errorf("recorded cases %v, want the suite's %d in its order", rec.Cases, len(cases))
 	}
 	for _, c := range rec.Cases {
-		if want := map[bool]string{true: OutcomeSkipped, false: OutcomePassed}[c.Name == "Transfer"]; c.Outcome != want {
+		if want := map[bool]string{true: results.Skipped, false: results.Passed}[c.Name == "Transfer"]; c.Outcome != want {
 			t.Errorf("case %s recorded %q, want %q", c.Name, c.Outcome, want)
 		}
 	}
-	if want := (RecordedHooks{Tamper: true, Restart: true}); rec.Hooks != want {
+	if want := (results.Hooks{Tamper: true, Restart: true}); rec.Hooks != want {
 		t.Errorf("hooks %+v, want %+v", rec.Hooks, want)
 	}
 	r.add("Transfer", result{failed: true})
@@ -100,7 +101,7 @@ func TestRecorderNeedsEveryCase(t *testing.T) {
 
 func TestWriteRecord(t *testing.T) {
 	dir := t.TempDir()
-	rec := Record{Name: "memory/Default", Package: "p", Cases: []RecordedCase{{Name: "A", Outcome: OutcomePassed}}}
+	rec := results.Backend{Name: "memory/Default", Package: "p", Cases: []results.Case{{Name: "A", Outcome: results.Passed}}}
 	if err := writeRecord(dir, rec); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestWriteRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, _ := MarshalRecord(rec); string(b) != string(want) {
+	if want, _ := results.Marshal(rec); string(b) != string(want) {
 		t.Errorf("wrote %s, want %s", b, want)
 	}
 	entries, _ := os.ReadDir(dir)
