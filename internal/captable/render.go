@@ -35,7 +35,7 @@ var columns = []column{
 		}
 		return "the core's"
 	}},
-	{"TTL (`MinTTL`, `MaxTTL`)", ttlRange},
+	{"TTL as tested (`MinTTL`, `MaxTTL`)", ttlRange},
 	{"fault hooks in the suite", hooks},
 	{"cases passed / skipped", func(r results.Backend) string {
 		skipped := len(skips(r))
@@ -152,7 +152,7 @@ func renderTable(recs []results.Backend, module string) string {
 		}
 	}
 	if len(limits) > 0 {
-		b.WriteString("\nTTL limits, as the drivers explain them:\n\n")
+		b.WriteString("\nTTL limits of the configurations the suite ran (a session-bound driver's follow its session TTL), as the drivers explain them:\n\n")
 		for _, l := range limits {
 			b.WriteString(l)
 		}
