@@ -11,25 +11,57 @@ TEST_ENV = TESTCONTAINERS_RYUK_DISABLED=true TESTCONTAINERS_HOST_OVERRIDE=localh
 # flakes LOAD=2 checks that).
 TEST_FLAGS = -race -count=1 -p 3 -timeout 30m
 
-.PHONY: test check build-tests setup example bench flakes
+# The conformance suite writes a record of each backend it passed into the
+# directory this variable names (conformance.RecordEnv); the README's
+# capability table is generated from the checked-in ones (docs/conformance).
+RECORD_VAR = DLOCK_CONFORMANCE_RECORD
+CAPTABLE_CHECK = $(GO) run ./internal/captable -check
+
+.PHONY: test check build-tests setup example bench flakes captable captable-check
 
 ## test: set the machine up while the code is vetted and every test binary
 ## compiles (setup waits mostly on apt and Docker, the compiler on the CPU:
 ## on a fresh 2-core machine the overlap saves about two minutes), then run
-## every test with -race.
+## every test with -race, keeping the conformance records in a temporary
+## directory, and fail if they differ from the checked-in ones
+## (captable-check).
 test:
 	@$(MAKE) --no-print-directory -j2 setup build-tests
-	$(TEST_ENV) $(GO) test $(TEST_FLAGS) ./...
+	@records=$$(mktemp -d) && trap 'rm -rf "$$records"' EXIT && \
+	echo "$(TEST_ENV) $(RECORD_VAR)=$$records $(GO) test $(TEST_FLAGS) ./..." && \
+	$(TEST_ENV) $(RECORD_VAR)=$$records $(GO) test $(TEST_FLAGS) ./... && \
+	$(CAPTABLE_CHECK) -fresh "$$records"
+
+## captable-check: fail when the README's capability table is not what the
+## checked-in records (docs/conformance) render, and, with RECORDS=DIR (the
+## records of a test run, as make test passes them), when those differ from
+## the checked-in ones: a record missing from the run (its harness skipped,
+## failed or run in part), a new one, or a changed one.
+captable-check:
+	$(CAPTABLE_CHECK) $(if $(RECORDS),-fresh "$(RECORDS)")
+
+## captable: run the drivers' tests (with containers) keeping their
+## conformance records, check those in under docs/conformance, and render
+## the README's capability table from them. `go generate ./internal/captable`
+## renders the table alone.
+captable:
+	@$(MAKE) --no-print-directory -j2 setup build-tests
+	@records=$$(mktemp -d) && trap 'rm -rf "$$records"' EXIT && \
+	echo "$(TEST_ENV) $(RECORD_VAR)=$$records $(GO) test $(TEST_FLAGS) ./drivers/..." && \
+	$(TEST_ENV) $(RECORD_VAR)=$$records $(GO) test $(TEST_FLAGS) ./drivers/... && \
+	$(GO) run ./internal/captable -install "$$records"
 
 ## build-tests: vet, format-check, and compile every test binary without
 ## running it (-exec true), so that the test run reuses the build cache.
 build-tests: check
 	@out=$$($(GO) test $(TEST_FLAGS) -exec true ./... 2>&1) || { echo "$$out"; exit 1; }; echo "test binaries built"
 
-## check: go vet and gofmt.
+## check: go vet, gofmt, and the README's capability table against the
+## checked-in records.
 check:
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(CAPTABLE_CHECK)
 
 ## setup: make this machine ready for the container tests (idempotent).
 setup:

@@ -35,6 +35,11 @@
 // The suite proves its own strength: its tests run it against deliberately
 // broken drivers, one per known-broken locking algorithm, and check that each
 // fails the cases meant to catch it.
+//
+// With results.Env set to a directory, a Run that passes writes there a
+// record of the driver's capabilities, the harness's hooks and each case's
+// outcome (package results): the project's capability table is generated
+// from these records.
 package conformance
 
 import (
@@ -55,6 +60,13 @@ type Harness struct {
 	// other (as a client in another process would be). Required. The suite
 	// closes every driver it makes.
 	NewDriver func(ctx context.Context) (driver.Driver, error)
+
+	// Name names the backend in the record Run keeps when results.Env
+	// asks for one: path elements of letters, digits, '.', '_' and '-'. Default:
+	// the driver's package name, followed by the test's name without its
+	// "Test" prefix and "Conformance" elements ("redis/RedLock" for
+	// TestRedLock/Conformance in package redis).
+	Name string
 
 	// TTL is the lease length the cases use. Default 1 s; a backend with
 	// coarse expiry (whole seconds) needs more. Cases last a few TTLs.
@@ -128,6 +140,7 @@ func Run(t *testing.T, h Harness) {
 	env := newEnv(h, probe)
 	_ = probe.Close()
 
+	var rec recorder
 	for _, serial := range []bool{false, true} {
 		group := "Cases"
 		if serial {
@@ -143,11 +156,13 @@ func Run(t *testing.T, h Harness) {
 						t.Parallel()
 					}
 					res := execute(env, c)
+					rec.add(c.name, res)
 					res.report(t, c)
 				})
 			}
 		})
 	}
+	finishRecord(t, h, probe, env.caps, &rec)
 }
 
 // runNamed runs the named cases against h, concurrently, without a
