@@ -317,7 +317,7 @@ func testMemberFrozen(t *testing.T, c *testserver.EtcdCluster, leaderToo bool) {
 	paused := true
 	defer func() {
 		if paused {
-			_ = c.Members[frozen].Unpause(context.Background())
+			_ = c.Members[frozen].Resume(context.Background())
 		}
 	}()
 	waitFor(t, "the holder's lease reported uncertain", func() bool {
@@ -346,7 +346,7 @@ func testMemberFrozen(t *testing.T, c *testserver.EtcdCluster, leaderToo bool) {
 	t.Logf("holder lost the lock: %v", held.Err())
 
 	paused = false
-	if err := c.Members[frozen].Unpause(ctx); err != nil {
+	if err := c.Members[frozen].Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The contender's own session went through the failover too: with a

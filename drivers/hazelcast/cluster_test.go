@@ -254,7 +254,7 @@ func TestClusterMemberLossMember(t *testing.T) {
 	if err := lost.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = lost.Unpause(context.Background()) })
+	t.Cleanup(func() { _ = lost.Resume(context.Background()) })
 	for i := range 2 {
 		if err := c.WaitMembers(ctx, i, 2); err != nil {
 			t.Fatal(err)

@@ -97,7 +97,7 @@ func TestConformance(t *testing.T) {
 	if front != nil {
 		h.Faults = &conformance.Faults{
 			Pause:   server.Server.Pause,
-			Resume:  server.Server.Unpause,
+			Resume:  server.Server.Resume,
 			Restart: front.Restart,
 		}
 	}

@@ -73,7 +73,7 @@ func TestPausedServer(t *testing.T) {
 	paused := true
 	defer func() {
 		if paused {
-			_ = server.Server.Unpause(context.Background())
+			_ = server.Server.Resume(context.Background())
 		}
 	}()
 	for name, op := range map[string]func(context.Context) error{
@@ -107,7 +107,7 @@ func TestPausedServer(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("Close waited %v for the background operations, want about the client's Timeout", took)
 	}
-	if err := server.Server.Unpause(ctxFor(t)); err != nil {
+	if err := server.Server.Resume(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
 	paused = false

@@ -126,7 +126,7 @@ func TestConformance(t *testing.T) {
 	if server.Faults() {
 		h.Faults = &conformance.Faults{
 			Pause:  server.Server.Pause,
-			Resume: server.Server.Unpause,
+			Resume: server.Server.Resume,
 			Restart: func(ctx context.Context) error {
 				if err := server.Server.Stop(ctx); err != nil {
 					return err

@@ -194,7 +194,7 @@ func TestServerPaused(t *testing.T) {
 	resume := func() {
 		if !resumed {
 			resumed = true
-			if err := server.Server.Unpause(context.Background()); err != nil {
+			if err := server.Server.Resume(context.Background()); err != nil {
 				t.Error(err)
 			}
 		}

@@ -110,7 +110,7 @@ func (c *clusterEnv) testConformance(t *testing.T) {
 		// The whole backend is every master.
 		Faults: &conformance.Faults{
 			Pause:  all((*testserver.Server).Pause),
-			Resume: all((*testserver.Server).Unpause),
+			Resume: all((*testserver.Server).Resume),
 			Restart: func(ctx context.Context) error {
 				if err := c.cluster.Each(ctx, (*testserver.Server).Stop); err != nil {
 					return err

@@ -149,7 +149,7 @@ func (g *rlGroup) down(t *testing.T, pause bool, masters ...int) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			if pause {
-				err = s.Unpause(ctx)
+				err = s.Resume(ctx)
 			} else {
 				err = s.Start(ctx)
 			}
@@ -197,7 +197,7 @@ func (g *rlGroup) testConformance(t *testing.T) {
 		// The whole backend is every master.
 		Faults: &conformance.Faults{
 			Pause:  all((*testserver.Server).Pause),
-			Resume: all((*testserver.Server).Unpause),
+			Resume: all((*testserver.Server).Resume),
 			Restart: func(ctx context.Context) error {
 				if err := g.group.Each(ctx, (*testserver.Server).Stop); err != nil {
 					return err

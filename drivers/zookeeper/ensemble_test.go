@@ -181,7 +181,7 @@ func testFollowerPaused(t *testing.T, e *testserver.ZooKeeperEnsemble) {
 	paused := true
 	defer func() {
 		if paused {
-			_ = e.Members[follower].Unpause(context.Background())
+			_ = e.Members[follower].Resume(context.Background())
 		}
 	}()
 	// The client may see its connection drop when members lose touch on a
@@ -208,7 +208,7 @@ func testFollowerPaused(t *testing.T, e *testserver.ZooKeeperEnsemble) {
 	if cycles == 0 {
 		t.Errorf("no lock and unlock of another key succeeded while a follower was paused")
 	}
-	if err := e.Members[follower].Unpause(ctx); err != nil {
+	if err := e.Members[follower].Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
 	paused = false
@@ -246,7 +246,7 @@ func testHolderServerPaused(t *testing.T, e *testserver.ZooKeeperEnsemble, pause
 	}
 	pausedAt := time.Now()
 	unpause := sync.OnceFunc(func() {
-		if err := e.Members[follower].Unpause(context.Background()); err != nil {
+		if err := e.Members[follower].Resume(context.Background()); err != nil {
 			t.Errorf("unpause: %v", err)
 		}
 	})

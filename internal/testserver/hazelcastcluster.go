@@ -5,10 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/netip"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +14,6 @@ import (
 	"github.com/hazelcast/hazelcast-go-client/logger"
 	"github.com/hazelcast/hazelcast-go-client/types"
 	"github.com/moby/moby/api/types/container"
-	dockernet "github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 )
@@ -54,27 +49,9 @@ var HazelcastClusterProps = []string{
 // StartHazelcastCluster starts n members that join each other and waits
 // until each of them sees all n.
 func StartHazelcastCluster(ctx context.Context, n int) (*HazelcastClusterOf, error) {
-	setTestcontainersDefaults()
-	cli, err := dockerClient(ctx)
+	nw, err := clusterNetwork(ctx, HazelcastImage(), hazelcastClusterLabel, hazelcastClusterLabel)
 	if err != nil {
 		return nil, err
-	}
-	image := HazelcastImage()
-	if _, err := cli.ImageInspect(ctx, image); err != nil {
-		_ = cli.Close()
-		return nil, fmt.Errorf("%w: %s: %v", ErrNoImage, image, err)
-	}
-	removeOrphans(ctx, cli)
-	removeOrphanNetworks(ctx, cli, hazelcastClusterLabel)
-	_ = cli.Close()
-	host, _ := os.Hostname()
-	nw, err := network.New(ctx, network.WithLabels(map[string]string{
-		labelName:      hazelcastClusterLabel,
-		labelOwnerPID:  strconv.Itoa(os.Getpid()),
-		labelOwnerHost: host,
-	}))
-	if err != nil {
-		return nil, fmt.Errorf("testserver: hazelcast cluster network: %w", err)
 	}
 	c := &HazelcastClusterOf{network: nw, Members: make([]*Server, n)}
 	names := make([]string, n)
@@ -112,49 +89,15 @@ func startHazelcastMember(ctx context.Context, nw *testcontainers.DockerNetwork,
 		"HZ_MEMBERS": strings.Join(names, ","),
 		"HZ_PROPS":   strings.Join(HazelcastClusterProps, " "),
 	}
-	cli, err := dockerClient(ctx)
-	if err != nil {
-		return nil, err
-	}
-	port, _ := dockernet.ParsePort(spec.Port)
-	hostPort, err := freePort()
-	if err != nil {
-		_ = cli.Close()
-		return nil, err
-	}
-	host, _ := os.Hostname()
-	ctr, err := testcontainers.Run(ctx, spec.Image,
-		testcontainers.WithName(fmt.Sprintf("dlock-test-%s-%d", spec.Name, hostPort)),
-		testcontainers.WithExposedPorts(spec.Port),
-		testcontainers.WithEnv(spec.Env),
-		testcontainers.WithLabels(map[string]string{
-			labelName:      spec.Name,
-			labelOwnerPID:  strconv.Itoa(os.Getpid()),
-			labelOwnerHost: host,
-		}),
+	s, err := startAt(ctx, func(int) Spec { return spec },
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.PortBindings = dockernet.PortMap{port: {{
-				HostIP:   netip.MustParseAddr("127.0.0.1"),
-				HostPort: strconv.Itoa(hostPort),
-			}}}
 			hc.CapAdd = append(hc.CapAdd, "NET_ADMIN")
 		}),
-		network.WithNetwork([]string{names[i]}, nw),
-	)
+		network.WithNetwork([]string{names[i]}, nw))
 	if err != nil {
-		if ctr != nil {
-			_ = ctr.Terminate(context.WithoutCancel(ctx))
-		}
-		_ = cli.Close()
-		return nil, fmt.Errorf("testserver: start %s: %w", spec.Name, err)
-	}
-	s := &Server{spec: spec, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort)), ctr: ctr, cli: cli}
-	if err := s.waitReady(ctx); err != nil {
-		err = fmt.Errorf("%w%s", err, s.logTail(ctx))
-		_ = s.Terminate(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	return s, nil
+	return s, s.ready(ctx)
 }
 
 // Addrs returns the members' addresses on the host, in order.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
 	tcexec "github.com/testcontainers/testcontainers-go/exec"
+
+	"github.com/dlock-go/dlock/conformance/containerfaults"
 )
 
 // RedisCluster is a Redis Cluster of masters without replicas, one container
@@ -85,23 +86,17 @@ func StartRedisCluster(ctx context.Context, n int) (*RedisCluster, error) {
 // another process takes one meanwhile, the server fails to bind and the
 // start is retried on new ports.
 func startClusterNode(ctx context.Context, i int, formed *atomic.Bool) (*Server, error) {
-	cli, err := dockerClient(ctx)
-	if err != nil {
+	if err := prepare(ctx, RedisImage); err != nil {
 		return nil, err
 	}
-	if _, err := cli.ImageInspect(ctx, RedisImage); err != nil {
-		_ = cli.Close()
-		return nil, fmt.Errorf("%w: %s: %v", ErrNoImage, RedisImage, err)
-	}
-	removeOrphans(ctx, cli)
 	var lastErr error
 	for range 3 {
-		port, err := freePort()
+		port, err := containerfaults.FreePort()
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		bus, err := freePort()
+		bus, err := containerfaults.FreePort()
 		if err != nil || bus == port {
 			lastErr = fmt.Errorf("find a free bus port: %v", err)
 			continue
@@ -127,29 +122,25 @@ func startClusterNode(ctx context.Context, i int, formed *atomic.Bool) (*Server,
 			lastErr = err
 			continue
 		}
-		s := &Server{spec: spec, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), ctr: ctr, cli: cli}
-		if err := s.waitReady(ctx); err != nil {
-			lastErr = fmt.Errorf("%w%s", err, s.logTail(ctx))
-			_ = ctr.Terminate(context.WithoutCancel(ctx))
+		s, err := newServer(ctx, spec, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), ctr)
+		if err == nil {
+			err = s.ready(ctx)
+		}
+		if err != nil {
+			lastErr = err
 			continue
 		}
 		return s, nil
 	}
-	_ = cli.Close()
 	return nil, fmt.Errorf("testserver: start redis cluster node %d: %w", i, lastErr)
 }
 
 // runHostNetwork runs spec's container on the host's network, labelled as
 // Start labels its containers, so that orphans are removed the same way.
 func runHostNetwork(ctx context.Context, spec Spec, port int) (*testcontainers.DockerContainer, error) {
-	host, _ := os.Hostname()
 	ctr, err := testcontainers.Run(ctx, spec.Image,
 		testcontainers.WithName(fmt.Sprintf("dlock-test-%s-%d", spec.Name, port)),
-		testcontainers.WithLabels(map[string]string{
-			labelName:      spec.Name,
-			labelOwnerPID:  strconv.Itoa(os.Getpid()),
-			labelOwnerHost: host,
-		}),
+		withOwnerLabels(spec.Name),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.NetworkMode = "host" }),
 		testcontainers.WithCmd(spec.Cmd...),
 	)

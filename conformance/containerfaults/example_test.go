@@ -1,0 +1,80 @@
+package containerfaults_test
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/conformance/containerfaults"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/drivers/memcache"
+)
+
+// testConformance is what a driver's TestConformance looks like with
+// container fault hooks; here the driver is dlock's memcache driver and the
+// backend a memcached container. In a driver's own tests it is
+// TestConformance, which go test runs.
+func testConformance(t *testing.T) {
+	ctx := t.Context()
+
+	// A fixed host port, so that the server comes back on the address its
+	// clients know when the suite restarts the container.
+	port, err := containerfaults.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctr, err := testcontainers.Run(ctx, "memcached:1.6-alpine", containerfaults.PublishOn("11211/tcp", port))
+	testcontainers.CleanupContainer(t, ctr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+
+	// Ready once the server answers a request of its own protocol.
+	faults, err := containerfaults.New(ctx, ctr, func(context.Context) error {
+		mc := gomemcache.New(addr)
+		defer mc.Close()
+		return mc.Ping()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = faults.Close(context.Background()) })
+	if err := faults.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The driver is opened from a URL, so that the partition cases can
+	// open one through a proxy of its own by swapping the address.
+	open := func(_ context.Context, rawURL string) (driver.Driver, error) {
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return memcache.New(gomemcache.New(u.Host))
+	}
+	rawURL := "memcache://" + addr
+	conformance.Run(t, conformance.Harness{
+		NewDriver: func(ctx context.Context) (driver.Driver, error) {
+			return open(ctx, rawURL)
+		},
+		TTL:             8 * time.Second, // memcached expires in whole seconds
+		Faults:          faults.Faults(),
+		NewLinkedDriver: containerfaults.LinkedURL(rawURL, open),
+	})
+}
+
+// A driver's tests run the conformance suite with every fault hook against
+// a backend in a container: pausing, resuming and restarting the container,
+// and cutting one client's link to it. The example only compiles: its
+// TestConformance needs a Docker engine.
+func Example() {
+	_ = testConformance
+}
