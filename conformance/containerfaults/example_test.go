@@ -51,23 +51,20 @@ func testConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The driver is opened from a URL, so that the partition cases can
-	// open one through a proxy of its own by swapping the address.
-	open := func(_ context.Context, rawURL string) (driver.Driver, error) {
-		u, err := url.Parse(rawURL)
-		if err != nil {
-			return nil, err
-		}
+	// The driver is opened from a URL, as dlock.Open opens it, so that the
+	// partition cases can open one through a proxy of its own by swapping
+	// the address.
+	open := func(_ context.Context, u *url.URL) (driver.Driver, error) {
 		return memcache.New(gomemcache.New(u.Host))
 	}
-	rawURL := "memcache://" + addr
+	u := &url.URL{Scheme: "memcache", Host: addr}
 	conformance.Run(t, conformance.Harness{
 		NewDriver: func(ctx context.Context) (driver.Driver, error) {
-			return open(ctx, rawURL)
+			return open(ctx, u)
 		},
 		TTL:             8 * time.Second, // memcached expires in whole seconds
 		Faults:          faults.Faults(),
-		NewLinkedDriver: containerfaults.LinkedURL(rawURL, open),
+		NewLinkedDriver: containerfaults.LinkedURL(u, open),
 	})
 }
 

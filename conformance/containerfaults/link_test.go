@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/url"
 	"testing"
 	"time"
 
@@ -96,8 +97,9 @@ type stubDriver struct {
 // closed when the open fails.
 func TestLinkedURL(t *testing.T) {
 	server := echoServer(t)
-	newLinked := LinkedURL("test://"+server+"/db?x=1", func(_ context.Context, rawURL string) (driver.Driver, error) {
-		return stubDriver{rawURL: rawURL}, nil
+	u, _ := url.Parse("test://" + server + "/db?x=1")
+	newLinked := LinkedURL(u, func(_ context.Context, u *url.URL) (driver.Driver, error) {
+		return stubDriver{rawURL: u.String()}, nil
 	})
 	d, link, err := newLinked(t.Context())
 	if err != nil {
@@ -105,19 +107,19 @@ func TestLinkedURL(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = link.Close() })
 	p := link.(*Proxy)
-	if want := "test://" + p.Addr() + "/db?x=1"; d.(stubDriver).rawURL != want {
+	if want := "test://" + p.Addr() + "/db?x=1"; d.(stubDriver).rawURL != want || u.Host != server {
 		t.Fatalf("opened from %q, want %q", d.(stubDriver).rawURL, want)
 	}
 
 	var proxied string
-	failing := LinkedURL("test://"+server, func(_ context.Context, rawURL string) (driver.Driver, error) {
-		proxied = rawURL
+	failing := LinkedURL(u, func(_ context.Context, u *url.URL) (driver.Driver, error) {
+		proxied = u.Host
 		return nil, errors.New("refused")
 	})
 	if _, _, err := failing(t.Context()); err == nil {
 		t.Fatal("a failing open: no error")
 	}
-	addr := proxied[len("test://"):]
+	addr := proxied
 	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
 		_ = c.Close()
 		t.Errorf("the proxy of a failed open still listens on %s", addr)

@@ -3,6 +3,7 @@ package containerfaults
 import (
 	"context"
 	"net"
+	"net/url"
 	"testing"
 
 	"github.com/dlock-go/dlock/conformance"
@@ -16,13 +17,15 @@ var (
 )
 
 // LinkedURL returns a Harness.NewLinkedDriver for a backend that one server
-// address serves: each call starts a [Proxy] to the server rawURL names
-// ([ProxyURL]) and opens a driver with open from rawURL with the proxy's
+// address serves: each call starts a [Proxy] to the server u names (its
+// host:port) and opens a driver with open from a copy of u with the proxy's
 // address in its place, so that every connection of that driver goes
-// through the link the suite cuts. The proxy is closed when open fails.
-func LinkedURL(rawURL string, open func(ctx context.Context, rawURL string) (driver.Driver, error)) func(context.Context) (driver.Driver, conformance.Link, error) {
+// through the link the suite cuts. open has the signature of dlock.OpenFunc,
+// which a driver registers for its URL schemes. The proxy is closed when
+// open fails.
+func LinkedURL(u *url.URL, open func(ctx context.Context, u *url.URL) (driver.Driver, error)) func(context.Context) (driver.Driver, conformance.Link, error) {
 	return func(ctx context.Context) (driver.Driver, conformance.Link, error) {
-		proxied, link, err := ProxyURL(rawURL)
+		proxied, link, err := proxyFor(u)
 		if err != nil {
 			return nil, nil, err
 		}

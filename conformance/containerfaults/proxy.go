@@ -109,15 +109,26 @@ func ProxyURL(rawURL string) (string, *Proxy, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("containerfaults: proxy for %q: %w", rawURL, err)
 	}
-	if u.Host == "" || strings.Contains(u.Host, ",") {
-		return "", nil, fmt.Errorf("containerfaults: proxy for %q: the URL must name exactly one server", rawURL)
-	}
-	p, err := StartProxy(u.Host)
+	proxied, p, err := proxyFor(u)
 	if err != nil {
 		return "", nil, err
 	}
-	u.Host = p.Addr()
-	return u.String(), p, nil
+	return proxied.String(), p, nil
+}
+
+// proxyFor is [ProxyURL] for a parsed URL: it returns a copy of u with the
+// proxy's address in place of the server's.
+func proxyFor(u *url.URL) (*url.URL, *Proxy, error) {
+	if u.Host == "" || strings.Contains(u.Host, ",") {
+		return nil, nil, fmt.Errorf("containerfaults: proxy for %q: the URL must name exactly one server", u.Redacted())
+	}
+	p, err := StartProxy(u.Host)
+	if err != nil {
+		return nil, nil, err
+	}
+	proxied := *u
+	proxied.Host = p.Addr()
+	return &proxied, p, nil
 }
 
 // Addr is the address (host:port) clients dial to reach the server through

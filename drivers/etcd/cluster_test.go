@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -132,7 +133,7 @@ func (s *section) progress(t *testing.T, n int64, within time.Duration, what str
 func testLeaderKilled(t *testing.T, c *testserver.EtcdCluster) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	key, heldKey := testKey(t), testKey(t)
+	key, heldKey := testkit.Key(t), testkit.Key(t)
 	var hot section
 	var wg sync.WaitGroup
 	var lockErrs, lost atomic.Int64
@@ -273,7 +274,7 @@ func testMemberFrozen(t *testing.T, c *testserver.EtcdCluster, leaderToo bool) {
 			others = append(others, m.Addr())
 		}
 	}
-	key := testKey(t)
+	key := testkit.Key(t)
 	holderClient := openCluster(t, c.Members[frozen].Addr())
 	hm, err := holderClient.Mutex(key)
 	if err != nil {

@@ -17,13 +17,14 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // slack bounds how late an expected event may be on a loaded machine.
 const slack = 2 * time.Second
 
 func reqFor(key string) driver.Request {
-	return driver.Request{Key: key, ID: newID(), TTL: testTTL}
+	return driver.Request{Key: key, ID: testkit.NewID(), TTL: testTTL}
 }
 
 // block makes req a blocking one: it waits in the backend's queue.
@@ -97,7 +98,7 @@ func waitDone(t *testing.T, ctx context.Context, d time.Duration, what string) {
 func TestRefusedTryWritesNothing(t *testing.T) {
 	cli := newCli(t)
 	d1, d2 := newTestDriver(t, cli), newTestDriver(t, newCli(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := mustTry(t, d1, reqFor(key))
 	if l.Token() == 0 || l.Validity() <= 0 || l.Validity() > testTTL {
 		t.Fatalf("lease: token %d, validity %v; want a token and a validity in (0, %v]", l.Token(), l.Validity(), testTTL)
@@ -130,7 +131,7 @@ func TestRefusedTryWritesNothing(t *testing.T) {
 func TestWaiterStopsWhenSessionRevoked(t *testing.T) {
 	cli := newCli(t)
 	holder, waiter := newTestDriver(t, cli), newTestDriver(t, newCli(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := mustTry(t, holder, reqFor(key))
 	defer l.Release(context.Background())
 
@@ -190,7 +191,7 @@ func TestLockRidesOutPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(context.Background())
-	key := testKey(t)
+	key := testkit.Key(t)
 	// The holder holds through a Client, which renews its lock for as
 	// long as the case needs.
 	hc, err := dlock.New(holder, dlock.WithTTL(testTTL))
@@ -261,7 +262,7 @@ func TestLockRidesOutPartition(t *testing.T) {
 func TestStaleReleaseSameSessionSameName(t *testing.T) {
 	cli := newCli(t)
 	d, other := newTestDriver(t, cli), newTestDriver(t, newCli(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 	req := reqFor(key)
 	l1 := mustTry(t, d, req)
 	if err := l1.Release(ctxFor(t)); err != nil {
@@ -297,7 +298,7 @@ func TestStaleReleaseSameSessionSameName(t *testing.T) {
 func TestOverwrittenKeyIsNotOurs(t *testing.T) {
 	cli := newCli(t)
 	d := newTestDriver(t, cli)
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := mustTry(t, d, reqFor(key))
 	name := l.(*lease).key
 	if _, err := cli.Put(ctxFor(t), name, "stranger"); err != nil {
@@ -328,7 +329,7 @@ func TestLostSignal(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close(context.Background())
-		key := testKey(t)
+		key := testkit.Key(t)
 		m, _ := c.Mutex(key)
 		l, err := m.Lock(ctxFor(t))
 		if err != nil {
@@ -349,7 +350,7 @@ func TestLostSignal(t *testing.T) {
 	t.Run("session revoked", func(t *testing.T) {
 		cli := newCli(t)
 		d := newTestDriver(t, cli)
-		l := mustTry(t, d, reqFor(testKey(t)))
+		l := mustTry(t, d, reqFor(testkit.Key(t)))
 		if _, err := cli.Revoke(ctxFor(t), d.liveSession().id); err != nil {
 			t.Fatal(err)
 		}
@@ -374,7 +375,7 @@ func TestLostSignal(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = pcli.Close() })
 		holder, contender := newTestDriver(t, pcli), newTestDriver(t, cli)
-		key := testKey(t)
+		key := testkit.Key(t)
 		l := mustTry(t, holder, reqFor(key)).(*lease)
 		lost := lostContext(l)
 		got := make(chan driver.Lease, 1)
@@ -468,10 +469,10 @@ func TestExtendBatch(t *testing.T) {
 	var leases []driver.Lease
 	var ttls []time.Duration
 	for range 300 { // several transactions' worth
-		leases = append(leases, mustTry(t, d, batchReq(testKey(t))))
+		leases = append(leases, mustTry(t, d, batchReq(testkit.Key(t))))
 		ttls = append(ttls, batchTTL)
 	}
-	owner := batchReq(testKey(t))
+	owner := batchReq(testkit.Key(t))
 	owner.Owner = "o"
 	leases = append(leases, mustTry(t, d, owner))
 	ttls = append(ttls, batchTTL)
@@ -483,7 +484,7 @@ func TestExtendBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := newTestDriver(t, newCli(t), WithSessionTTL(batchTTL))
-	foreign := mustTry(t, other, batchReq(testKey(t)))
+	foreign := mustTry(t, other, batchReq(testkit.Key(t)))
 	errs := d.ExtendBatch(ctxFor(t), append(leases, foreign), append(ttls, batchTTL))
 	for i, err := range errs {
 		switch i {
@@ -517,7 +518,7 @@ func TestExtendBatch(t *testing.T) {
 func TestInspect(t *testing.T) {
 	cli := newCli(t)
 	d := newTestDriver(t, cli)
-	key := testKey(t)
+	key := testkit.Key(t)
 	info, err := d.Inspect(ctxFor(t), key)
 	if err != nil || info.Held || info.Waiters != 0 {
 		t.Fatalf("free lock: %+v, %v", info, err)
@@ -563,7 +564,7 @@ func TestReentrantHoldOutlivesOneClient(t *testing.T) {
 	cli := newCli(t)
 	d1, d2 := newTestDriver(t, newCli(t)), newTestDriver(t, newCli(t))
 	contender := newTestDriver(t, cli)
-	key := testKey(t)
+	key := testkit.Key(t)
 	r1, r2 := reqFor(key), reqFor(key)
 	r1.Owner, r2.Owner = "job-42", "job-42"
 	l1, l2 := mustTry(t, d1, r1), mustTry(t, d2, r2)
@@ -615,7 +616,7 @@ func etcdEvents(t *testing.T) float64 {
 func TestNoHerd(t *testing.T) {
 	server.NeedFaults(t) // counts the container's own metrics
 	cli := newCli(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const waiters = 12
 	holder := newTestDriver(t, cli)
 	first := mustTry(t, holder, reqFor(key))
@@ -657,7 +658,7 @@ func TestLatePutAfterTidyWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := testKey(t)
+	key := testkit.Key(t)
 	req := reqFor(key)
 	n := namesOf(d.prefix, key)
 	me := n.contender(req.Mode, sess.id, req.ID)

@@ -2,15 +2,14 @@ package etcd
 
 import (
 	"context"
-	"crypto/rand"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -23,6 +22,9 @@ var server testserver.Target
 // engine the server tests skip, saying why, unless DLOCK_REQUIRE_CONTAINERS=1
 // makes that a failure.
 func TestMain(m *testing.M) { testserver.Main(m, testserver.EtcdTarget, &server) }
+
+// ctxFor returns a context bounded for one test step.
+var ctxFor = testkit.ContextFor(20 * time.Second)
 
 // testTTL is the session TTL of the tests' drivers, and the TTL of their
 // locks: the shortest etcd lease the test server grants.
@@ -86,22 +88,4 @@ func newTestDriver(tb testing.TB, cli *clientv3.Client, opts ...Option) *Driver 
 	}
 	tb.Cleanup(func() { _ = d.Close() })
 	return d
-}
-
-// testKey returns a key no other test (or earlier run against an external
-// server) uses.
-func testKey(tb testing.TB) string {
-	return "test/" + tb.Name() + "/" + rand.Text()[:8]
-}
-
-// newID returns a request ID shaped like the core's.
-func newID() string {
-	return strings.ToLower(rand.Text()[:26])
-}
-
-// ctxFor returns a context bounded for one test step.
-func ctxFor(tb testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	tb.Cleanup(cancel)
-	return ctx
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -116,7 +117,7 @@ func TestClusterSplitBrainMember(t *testing.T) {
 	addrs := c.Addrs()
 	minority := openVia(t, addrs[0], mapName)
 	majority := openVia(t, addrs[1], mapName)
-	key := testKey(t)
+	key := testkit.Key(t)
 
 	// One cluster: the lock excludes across members.
 	l0, err := minority.Acquire(ctxFor(t), request(key, clusterTTL))
@@ -245,7 +246,7 @@ func TestClusterMemberLossMember(t *testing.T) {
 	keys := make([]string, n)
 	leases := make([]*lease, n)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("%s/%d", testKey(t), i)
+		keys[i] = fmt.Sprintf("%s/%d", testkit.Key(t), i)
 		leases[i] = mustAcquire(t, holder, keys[i])
 	}
 

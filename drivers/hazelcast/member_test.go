@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -28,7 +29,7 @@ func TestSharedClientOwnershipMember(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	key := testKey(t)
+	key := testkit.Key(t)
 	l, err := d1.Acquire(ctxFor(t), request(key, 10*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
@@ -75,7 +76,7 @@ func TestExtendAfterForceUnlockMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := testKey(t)
+	key := testkit.Key(t)
 	l, err := d.Acquire(ctxFor(t), request(key, 10*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
@@ -94,7 +95,7 @@ func TestExtendAfterForceUnlockMember(t *testing.T) {
 // Keys that differ only where the key escaping works stay distinct locks.
 func TestEscapedKeysStayDistinctMember(t *testing.T) {
 	d := openMember(t, testMapName())
-	base := testKey(t)
+	base := testkit.Key(t)
 	var held []driver.Lease
 	for _, k := range []string{base + "\xff", base + "%FF", base + "%25FF", base + "\uFFFD"} {
 		l, err := d.Acquire(ctxFor(t), request(k, 10*time.Second))
@@ -135,7 +136,7 @@ func TestCancelledWaitMember(t *testing.T) {
 	waiter.waitSlice = time.Minute
 	spy := spyAPI{api: waiter.api, waiting: make(chan struct{}, 1)}
 	waiter.api = spy
-	key := testKey(t)
+	key := testkit.Key(t)
 	l, err := holder.Acquire(ctxFor(t), request(key, 10*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
@@ -180,7 +181,7 @@ func TestDisconnectReportsLossMember(t *testing.T) {
 	}
 	d := dd.(*Driver)
 	t.Cleanup(func() { _ = d.Close() })
-	key := testKey(t)
+	key := testkit.Key(t)
 	l, err := d.Acquire(ctxFor(t), request(key, 10*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
@@ -210,7 +211,7 @@ func TestDisconnectReportsLossMember(t *testing.T) {
 	if !errors.Is(cause, errDisconnected) {
 		t.Errorf("loss reported with %v, want errDisconnected", cause)
 	}
-	if _, err := d.Acquire(ctxFor(t), request(testKey(t), 10*time.Second)); !errors.Is(err, errNotConnected) {
+	if _, err := d.Acquire(ctxFor(t), request(testkit.Key(t), 10*time.Second)); !errors.Is(err, errNotConnected) {
 		t.Errorf("Acquire while disconnected: %v, want errNotConnected", err)
 	}
 	if err := front.Start(ctx); err != nil {

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func TestAcquireWaitsOnTheMember(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	da := newMemberDriver(t, "")
 	db := newMemberDriver(t, da.locks.Name())
-	key := testKey(t)
+	key := testkit.Key(t)
 	la := da.acquire(t, key)
 
 	type result struct {
@@ -55,10 +56,10 @@ func TestAcquireWaitsOnTheMember(t *testing.T) {
 }
 
 func TestWaitEndsAtTheCallersDeadline(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	da := newMemberDriver(t, "")
 	db := newMemberDriver(t, da.locks.Name(), WithWaitSlice(time.Minute))
-	key := testKey(t)
+	key := testkit.Key(t)
 	la := da.acquire(t, key)
 
 	const wait = 100 * time.Millisecond
@@ -81,7 +82,7 @@ func TestWaitEndsAtTheCallersDeadline(t *testing.T) {
 }
 
 func TestWaitSlices(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "", WithWaitSlice(time.Minute))
 	lease := leaseTime(testTTL)
 
@@ -105,10 +106,10 @@ func TestWaitSlices(t *testing.T) {
 }
 
 func TestWaitingHeadSurvivesManySlices(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	da := newMemberDriver(t, "")
 	db := newMemberDriver(t, da.locks.Name(), WithWaitSlice(5*time.Millisecond))
-	key := testKey(t)
+	key := testkit.Key(t)
 	la := da.acquire(t, key)
 
 	got := make(chan error, 1)
@@ -135,9 +136,9 @@ func TestWaitingHeadSurvivesManySlices(t *testing.T) {
 }
 
 func TestAcquireAfterClose(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
-	l := d.acquire(t, testKey(t))
+	l := d.acquire(t, testkit.Key(t))
 	if err := d.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -145,8 +146,8 @@ func TestAcquireAfterClose(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 	for name, err := range map[string]error{
-		"Acquire":          errOf(d.Acquire(ctxFor(t), request(testKey(t), testTTL))),
-		"blocking Acquire": errOf(d.Acquire(ctxFor(t), blocking(request(testKey(t), testTTL)))),
+		"Acquire":          errOf(d.Acquire(ctxFor(t), request(testkit.Key(t), testTTL))),
+		"blocking Acquire": errOf(d.Acquire(ctxFor(t), blocking(request(testkit.Key(t), testTTL)))),
 		"Extend":           l.Extend(ctxFor(t), testTTL),
 		"Release":          l.Release(ctxFor(t)),
 	} {

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // A restart loses every lock and counter. Every connection in the client's
@@ -20,7 +21,7 @@ func TestServerRestart(t *testing.T) {
 	server.NeedFaults(t)
 	mc := newMC(t) // 4 idle connections
 	d := newTestDriver(t, mc)
-	key := testKey(t)
+	key := testkit.Key(t)
 
 	// Fill the pool with idle connections.
 	var wg sync.WaitGroup
@@ -65,7 +66,7 @@ func TestPausedServer(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"))
-	l := mustAcquire(t, d, reqFor(testKey(t)))
+	l := mustAcquire(t, d, reqFor(testkit.Key(t)))
 
 	if err := server.Server.Pause(ctxFor(t)); err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func TestPausedServer(t *testing.T) {
 	}
 	// Acquire cannot return early: it is bounded by the client's Timeout.
 	start := time.Now()
-	if _, err := d.Acquire(ctxFor(t), reqFor(testKey(t))); err == nil {
+	if _, err := d.Acquire(ctxFor(t), reqFor(testkit.Key(t))); err == nil {
 		t.Error("Acquire on a paused server succeeded")
 	}
 	if took := time.Since(start); took > 5*time.Second {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -29,11 +30,7 @@ func TestParseURL(t *testing.T) {
 		{"memcache://h?timeout=2s&max_idle_conns=32&key_prefix=app:", []string{"h:11211"}, 2 * time.Second, 32, "app:"},
 		{"memcache://h?key_prefix=", []string{"h:11211"}, DefaultTimeout, DefaultMaxIdleConns, ""},
 	} {
-		u, err := url.Parse(c.url)
-		if err != nil {
-			t.Fatalf("url.Parse(%q): %v", c.url, err)
-		}
-		cfg, err := parseURL(u)
+		cfg, err := parseURL(testkit.URL(t, c.url))
 		if err != nil {
 			t.Errorf("parseURL(%q): %v", c.url, err)
 			continue
@@ -45,7 +42,7 @@ func TestParseURL(t *testing.T) {
 }
 
 func TestParseURLRejects(t *testing.T) {
-	for _, raw := range []string{
+	testkit.RefusesURLs(t, func(u *url.URL) error { _, err := parseURL(u); return err }, "secret",
 		"redis://h:6379",
 		"memcache:h:11211",
 		"memcache://",
@@ -67,19 +64,7 @@ func TestParseURLRejects(t *testing.T) {
 		"memcache://h?key_prefix=a&key_prefix=b",
 		"memcache://h?pool_size=3",
 		"memcache://h?%zz",
-	} {
-		u, err := url.Parse(raw)
-		if err != nil {
-			continue // net/url refused it already, which dlock.Open reports as ErrInvalidURL
-		}
-		_, err = parseURL(u)
-		if !errors.Is(err, dlock.ErrInvalidURL) {
-			t.Errorf("parseURL(%q): got %v, want ErrInvalidURL", raw, err)
-		}
-		if err != nil && strings.Contains(err.Error(), "secret") {
-			t.Errorf("parseURL(%q): the error shows the password: %v", raw, err)
-		}
-	}
+	)
 	u, _ := url.Parse("memcache://" + strings.TrimSuffix(strings.Repeat("h:1,", 65), ","))
 	if _, err := parseURL(u); !errors.Is(err, dlock.ErrInvalidURL) {
 		t.Errorf("parseURL of 65 servers: got %v, want ErrInvalidURL", err)
@@ -94,7 +79,7 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open(%q): %v", raw, err)
 		}
-		m, err := c.Mutex(testKey(t))
+		m, err := c.Mutex(testkit.Key(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,17 +148,17 @@ func TestCoreOverDriver(t *testing.T) {
 	}
 	defer c2.Close(context.Background())
 
-	if _, err := c1.RWMutex(testKey(t)); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := c1.RWMutex(testkit.Key(t)); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("RWMutex: got %v, want ErrUnsupported", err)
 	}
-	if _, err := c1.Mutex(testKey(t), dlock.WithOwner("me")); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := c1.Mutex(testkit.Key(t), dlock.WithOwner("me")); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("WithOwner: got %v, want ErrUnsupported", err)
 	}
-	if _, err := c1.Mutex(testKey(t), dlock.WithTTL(2*time.Second)); !errors.Is(err, dlock.ErrInvalidTTL) || !strings.Contains(err.Error(), "driver's 5s to") || !strings.Contains(err.Error(), "whole seconds") {
+	if _, err := c1.Mutex(testkit.Key(t), dlock.WithTTL(2*time.Second)); !errors.Is(err, dlock.ErrInvalidTTL) || !strings.Contains(err.Error(), "driver's 5s to") || !strings.Contains(err.Error(), "whole seconds") {
 		t.Errorf("WithTTL(2s): got %v, want ErrInvalidTTL naming the 5 s minimum and why", err)
 	}
 
-	key := testKey(t)
+	key := testkit.Key(t)
 	m1, _ := c1.Mutex(key)
 	m2, _ := c2.Mutex(key)
 	l1, err := m1.Lock(ctxFor(t))

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // Many blocking acquisitions, cancelled at random moments while the lock
@@ -20,7 +22,7 @@ func TestCancelledWaitsRace(t *testing.T) {
 	holder := newTestDriver(t)
 	dw := newTestDriver(t, WithMaxConns(waiters))
 	admin := rawConn(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = 10 * time.Second
 
 	var inside atomic.Int32
@@ -61,7 +63,7 @@ func TestCancelledWaitsRace(t *testing.T) {
 	var warm sync.WaitGroup
 	for range waiters {
 		warm.Go(func() {
-			l, err := dw.Acquire(ctxFor(t), block(reqFor(testKey(t), ttl)))
+			l, err := dw.Acquire(ctxFor(t), block(reqFor(testkit.Key(t), ttl)))
 			if err != nil {
 				t.Errorf("warm-up: %v", err)
 				return
@@ -130,9 +132,9 @@ func TestCancelledWaitsRace(t *testing.T) {
 func TestCancelledWaitKeepsConnection(t *testing.T) {
 	noLeaks(t)
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := mustTry(t, d1, reqFor(key, 10*time.Second))
-	mustRelease(t, mustTry(t, d2, reqFor(testKey(t), time.Second))) // d2 has one connection
+	mustRelease(t, mustTry(t, d2, reqFor(testkit.Key(t), time.Second))) // d2 has one connection
 	before := d2.sessions.dials.Load()
 	for range 5 {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,10 +13,11 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func reqFor(key string, ttl time.Duration) driver.Request {
-	return driver.Request{Key: key, ID: strings.ToLower(rand.Text()[:26]), TTL: ttl}
+	return driver.Request{Key: key, ID: testkit.NewID(), TTL: ttl}
 }
 
 // block makes req a blocking one: it waits in the backend's queue.
@@ -95,7 +95,7 @@ func TestExclusive(t *testing.T) {
 	noLeaks(t)
 	d1, d2 := newTestDriver(t), newTestDriver(t)
 	admin := rawConn(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	l1 := mustTry(t, d1, reqFor(key, 5*time.Second))
 	if l1.Token() == 0 {
 		t.Fatal("token 0, want a fencing token")
@@ -173,7 +173,7 @@ func TestExplicitAdvisoryKey(t *testing.T) {
 func TestShared(t *testing.T) {
 	d1, d2, d3 := newTestDriver(t), newTestDriver(t), newTestDriver(t)
 	admin := rawConn(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	r1 := mustTry(t, d1, sharedReq(key, 5*time.Second))
 	r2 := mustTry(t, d2, sharedReq(key, 5*time.Second))
 	r3 := mustTry(t, d1, sharedReq(key, 5*time.Second)) // same Driver, own session
@@ -201,7 +201,7 @@ func TestReentrantAcrossDrivers(t *testing.T) {
 	noLeaks(t)
 	d1, d2, d3 := newTestDriver(t), newTestDriver(t), newTestDriver(t)
 	admin := rawConn(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = 5 * time.Second
 	a1 := mustTry(t, d1, ownerReq(key, "a", driver.Exclusive, ttl))
 	a2 := mustTry(t, d2, ownerReq(key, "a", driver.Exclusive, ttl))
@@ -246,7 +246,7 @@ func TestReentrantAcrossDrivers(t *testing.T) {
 
 func TestReentrantShared(t *testing.T) {
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = 5 * time.Second
 	a1 := mustTry(t, d1, ownerReq(key, "a", driver.Shared, ttl))
 	r := mustTry(t, d2, sharedReq(key, ttl))                     // plain readers share
@@ -269,7 +269,7 @@ func TestReentrantShared(t *testing.T) {
 // owner that holds the lock: the re-entry is answered at once.
 func TestReentryWhileWriterWaits(t *testing.T) {
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = 5 * time.Second
 	a1 := mustTry(t, d1, ownerReq(key, "a", driver.Exclusive, ttl))
 	waiting := make(chan error, 1)
@@ -313,7 +313,7 @@ func TestReentryWhileWriterWaits(t *testing.T) {
 
 func TestOwnerLockWaits(t *testing.T) {
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = 5 * time.Second
 	plain := mustTry(t, d1, reqFor(key, ttl))
 	got := make(chan driver.Lease, 1)
@@ -339,7 +339,7 @@ func TestOwnerLockWaits(t *testing.T) {
 func TestMarkerGuardsForeignSession(t *testing.T) {
 	d := newTestDriver(t)
 	admin := rawConn(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	mustRelease(t, mustTry(t, d, reqFor(key, time.Second))) // one idle session now
 	// Make the idle session look like someone else's, as a pooler that
 	// swapped server sessions would.
@@ -364,7 +364,7 @@ func TestMarkerGuardsForeignSession(t *testing.T) {
 
 func TestIdleSessionTimeoutRestored(t *testing.T) {
 	d := newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := mustTry(t, d, reqFor(key, 1500*time.Millisecond))
 	mustRelease(t, l)
 	s, err := d.sessions.get(ctxFor(t), true)
@@ -394,13 +394,13 @@ func TestNoLossAfterRelease(t *testing.T) {
 		reports = append(reports, reason)
 		mu.Unlock()
 	}
-	released := mustTry(t, d, reqFor(testKey(t), 5*time.Second))
+	released := mustTry(t, d, reqFor(testkit.Key(t), 5*time.Second))
 	released.OnLoss(report)
 	if err := released.Extend(ctxFor(t), 5*time.Second); err != nil { // watched from now on
 		t.Fatalf("Extend: %v", err)
 	}
 	mustRelease(t, released)
-	held := mustTry(t, d, reqFor(testKey(t), 5*time.Second))
+	held := mustTry(t, d, reqFor(testkit.Key(t), 5*time.Second))
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +418,7 @@ func TestNoLossAfterRelease(t *testing.T) {
 func TestUseAfterClose(t *testing.T) {
 	noLeaks(t)
 	d := newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := mustTry(t, d, reqFor(key, 5*time.Second))
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
@@ -447,7 +447,7 @@ func errOf[V any](_ V, err error) error { return err }
 
 func TestConnLimit(t *testing.T) {
 	d := newTestDriver(t, WithMaxConns(1))
-	k1, k2 := testKey(t), testKey(t)
+	k1, k2 := testkit.Key(t), testkit.Key(t)
 	l1 := mustTry(t, d, reqFor(k1, 5*time.Second))
 	if _, err := d.Acquire(ctxFor(t), reqFor(k2, time.Second)); !errors.Is(err, ErrConnLimit) {
 		t.Fatalf("Acquire with the only connection holding a lock: got %v, want ErrConnLimit", err)
@@ -462,7 +462,7 @@ func TestConnLimit(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(ctxFor(t), 100*time.Millisecond)
 	defer cancel()
-	if _, err := d.Acquire(ctx, block(reqFor(testKey(t), time.Second))); err != context.DeadlineExceeded {
+	if _, err := d.Acquire(ctx, block(reqFor(testkit.Key(t), time.Second))); err != context.DeadlineExceeded {
 		t.Fatalf("Acquire waiting for a connection past its deadline: got %v, want exactly context.DeadlineExceeded", err)
 	}
 	mustRelease(t, l1) // its connection passes to the waiting Acquire
@@ -481,7 +481,7 @@ func TestConnLimit(t *testing.T) {
 
 func TestInspect(t *testing.T) {
 	d, other := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	info, err := d.Inspect(ctxFor(t), key)
 	if err != nil || info.Held || info.Waiters != 0 {
 		t.Fatalf("Inspect of a free lock: %+v, %v", info, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // lostContext returns a context cancelled when l reports its loss, with the
@@ -38,7 +39,7 @@ func TestTerminatedBackend(t *testing.T) {
 	noLeaks(t)
 	d1, d2 := newTestDriver(t), newTestDriver(t)
 	admin := rawConn(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = time.Minute // no later heartbeat could be the one to notice
 	l := mustTry(t, d1, reqFor(key, ttl))
 	if err := l.Extend(ctxFor(t), ttl); err != nil {
@@ -75,7 +76,7 @@ func TestTerminatedBackend(t *testing.T) {
 func TestServerSideExpiry(t *testing.T) {
 	noLeaks(t)
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = time.Second
 	l := mustTry(t, d1, reqFor(key, ttl)).(*lease)
 	renewed := time.Now()
@@ -110,7 +111,7 @@ func TestServerSideExpiry(t *testing.T) {
 // happens when something unlocks behind the driver's back on its session.
 func TestHeartbeatFindsLockGone(t *testing.T) {
 	d := newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := mustTry(t, d, reqFor(key, 5*time.Second)).(*lease)
 	s, err := l.begin(ctxFor(t))
 	if err != nil {
@@ -135,13 +136,13 @@ func TestServerRestart(t *testing.T) {
 	noLeaks(t)
 	server.NeedFaults(t)
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = time.Minute
 	l := mustTry(t, d1, reqFor(key, ttl))
 	if err := l.Extend(ctxFor(t), ttl); err != nil { // watched from now on
 		t.Fatalf("Extend: %v", err)
 	}
-	mustRelease(t, mustTry(t, d2, reqFor(testKey(t), ttl))) // d2 has an idle connection
+	mustRelease(t, mustTry(t, d2, reqFor(testkit.Key(t), ttl))) // d2 has an idle connection
 	ctx := ctxFor(t)
 	stopErr := server.Server.Stop(ctx)
 	lost := lostContext(l)
@@ -182,10 +183,10 @@ func TestServerPaused(t *testing.T) {
 	noLeaks(t)
 	server.NeedFaults(t)
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = time.Second
 	l := mustTry(t, d1, reqFor(key, ttl))
-	mustRelease(t, mustTry(t, d2, reqFor(testKey(t), ttl))) // warm d2 before the pause
+	mustRelease(t, mustTry(t, d2, reqFor(testkit.Key(t), ttl))) // warm d2 before the pause
 	ctx := ctxFor(t)
 	if err := server.Server.Pause(ctx); err != nil {
 		t.Fatal(err)
@@ -223,9 +224,9 @@ func TestServerPaused(t *testing.T) {
 func TestClientSideExpiry(t *testing.T) {
 	noLeaks(t)
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = time.Second
-	mustRelease(t, mustTry(t, d1, reqFor(testKey(t), ttl)))
+	mustRelease(t, mustTry(t, d1, reqFor(testkit.Key(t), ttl)))
 	s, err := d1.sessions.get(ctxFor(t), true)
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +266,7 @@ func TestTerminatedBeforeFirstHeartbeat(t *testing.T) {
 	noLeaks(t)
 	d := newTestDriver(t)
 	admin := rawConn(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := mustTry(t, d, reqFor(key, time.Minute))
 	if err := terminate(ctxFor(t), admin, KeyID(key)); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // testPool is a minimal pool with pgxpool's shape (Acquire, then Hijack or
@@ -52,7 +54,7 @@ func TestNewFromPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := mustTry(t, d, reqFor(key, 5*time.Second))
 	expectLocked(t, other, reqFor(key, time.Second), "the pool's Driver holds it")
 	mustRelease(t, l)

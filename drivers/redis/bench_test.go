@@ -9,6 +9,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/benchkit"
 	"github.com/dlock-go/dlock/internal/benchtargets"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -73,7 +74,7 @@ func measureMode(ctx context.Context, t benchkit.Target, opts []dlock.Option, re
 		return benchkit.Uncontended{}, err
 	}
 	defer c.Close(context.WithoutCancel(ctx))
-	key := "bench/modes/" + newID()
+	key := "bench/modes/" + testkit.NewID()
 	m, err := c.RWMutex(key, opts...)
 	if err != nil {
 		return benchkit.Uncontended{}, err

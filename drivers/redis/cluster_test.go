@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -51,7 +52,7 @@ func TestCluster(t *testing.T) {
 func (c *clusterEnv) testNoGoroutineLeak(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	for range 2 {
-		d, err := openCluster(ctxFor(t), mustURL(t, c.cluster.URL()))
+		d, err := openCluster(ctxFor(t), testkit.URL(t, c.cluster.URL()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ type clusterEnv struct{ cluster *testserver.RedisCluster }
 
 func (c *clusterEnv) open(t *testing.T) *Driver {
 	t.Helper()
-	d, err := openCluster(ctxFor(t), mustURL(t, c.cluster.URL()))
+	d, err := openCluster(ctxFor(t), testkit.URL(t, c.cluster.URL()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func (c *clusterEnv) client(t *testing.T) *goredis.ClusterClient {
 }
 
 func (c *clusterEnv) testConformance(t *testing.T) {
-	url := mustURL(t, c.cluster.URL())
+	url := testkit.URL(t, c.cluster.URL())
 	cc := c.client(t)
 	all := func(f func(*testserver.Server, context.Context) error) func(context.Context) error {
 		return func(ctx context.Context) error { return c.cluster.Each(ctx, f) }
@@ -127,7 +128,7 @@ func (c *clusterEnv) testConformance(t *testing.T) {
 // cluster).
 func (c *clusterEnv) testShardedNotifications(t *testing.T) {
 	d, waiter := c.open(t), c.open(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	sub := subscribed(t, waiter, key)
 
@@ -170,7 +171,7 @@ func (c *clusterEnv) testKeysOnEveryShard(t *testing.T) {
 	masters := map[string]bool{}
 	var leases []driver.Lease
 	for i := 0; len(masters) < 3 && i < 100; i++ {
-		key := testKey(t)
+		key := testkit.Key(t)
 		m, err := cc.MasterForKey(ctxFor(t), namesOf(DefaultKeyPrefix, key).lock)
 		if err != nil {
 			t.Fatal(err)
@@ -209,7 +210,7 @@ func (c *clusterEnv) testSubscriptionFollowsSlot(t *testing.T) {
 	d, waiter := c.open(t), c.open(t)
 	cc := c.client(t)
 	ctx := ctxFor(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	sub := subscribed(t, waiter, key)
 

@@ -14,10 +14,11 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func reqFor(key string, ttl time.Duration) driver.Request {
-	return driver.Request{Key: key, ID: newID(), TTL: ttl}
+	return driver.Request{Key: key, ID: testkit.NewID(), TTL: ttl}
 }
 
 func mustAcquire(t *testing.T, d *Driver, req driver.Request) driver.Lease {
@@ -112,7 +113,7 @@ func waken(s driver.Subscription, d time.Duration) bool {
 func TestAcquireLocked(t *testing.T) {
 	rdb := newRDB(t)
 	d1, d2 := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 	req := reqFor(key, 5*time.Second)
 	l := mustAcquire(t, d1, req)
 	if l.Token() == 0 || l.Validity() != req.TTL {
@@ -147,7 +148,7 @@ func TestAcquireLocked(t *testing.T) {
 func TestTokensIncrease(t *testing.T) {
 	rdb := newRDB(t)
 	drivers := []*Driver{newTestDriver(t, rdb), newTestDriver(t, newRDB(t))}
-	key := testKey(t)
+	key := testkit.Key(t)
 	var last uint64
 	grant := func(i int) driver.Lease {
 		l := mustAcquire(t, drivers[i%2], reqFor(key, time.Second))
@@ -197,9 +198,9 @@ func TestTokensIncrease(t *testing.T) {
 // left behind.
 func TestAcquireResendIsGranted(t *testing.T) {
 	rdb := newRDB(t)
-	n := namesOf(DefaultKeyPrefix, testKey(t))
+	n := namesOf(DefaultKeyPrefix, testkit.Key(t))
 	for _, mode := range []driver.Mode{driver.Exclusive, driver.Shared} {
-		req := driver.Request{Key: "unused", ID: newID(), TTL: 5 * time.Second, Mode: mode}
+		req := driver.Request{Key: "unused", ID: testkit.NewID(), TTL: 5 * time.Second, Mode: mode}
 		first, err := acquire(ctxFor(t), rdb, n, req, "", blockFor(req))
 		if err != nil {
 			t.Fatal(err)
@@ -223,7 +224,7 @@ func TestAcquireResendIsGranted(t *testing.T) {
 func TestUnusableCounterRefusesGrant(t *testing.T) {
 	rdb := newRDB(t)
 	d := newTestDriver(t, rdb)
-	key := testKey(t)
+	key := testkit.Key(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	for _, bad := range []string{"abc", "9007199254740991", "-5", "a hash"} {
 		if err := rdb.Del(ctxFor(t), n.fence()).Err(); err != nil {
@@ -251,7 +252,7 @@ func TestUnusableCounterRefusesGrant(t *testing.T) {
 func TestStaleLeaseLeavesNewHolderAlone(t *testing.T) {
 	rdb := newRDB(t)
 	d1, d2 := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 	stale := mustAcquire(t, d1, reqFor(key, 30*time.Millisecond))
 	deadline := time.Now().Add(5 * time.Second)
 	for id, _ := holderOf(t, rdb, DefaultKeyPrefix, key); id != ""; id, _ = holderOf(t, rdb, DefaultKeyPrefix, key) {
@@ -290,7 +291,7 @@ func TestReleasePublishes(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	rdb := newRDB(t)
 	holder, waiter := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
-	key, other := testKey(t), testKey(t)
+	key, other := testkit.Key(t), testkit.Key(t)
 
 	s, err := waiter.Subscribe(ctxFor(t), key)
 	if err != nil {
@@ -394,7 +395,7 @@ func (h *cancelAfterScript) ProcessHook(next goredis.ProcessHook) goredis.Proces
 func TestCancelledContextLeavesNoKey(t *testing.T) {
 	rdb := newRDB(t)
 	d := newTestDriver(t, rdb)
-	key := testKey(t)
+	key := testkit.Key(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -453,7 +454,7 @@ func TestCloseKeepsCallersClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := mustAcquire(t, d, reqFor(key, 5*time.Second))
 	s, err := d.Subscribe(ctxFor(t), key) // starts the shared pub/sub connection
 	if err != nil {
@@ -495,7 +496,7 @@ func TestCloseKeepsCallersClient(t *testing.T) {
 func TestHostileKeysAreDistinctLocks(t *testing.T) {
 	rdb := newRDB(t)
 	d1, d2 := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
-	run := testKey(t) // keeps this run's keys apart from earlier runs'
+	run := testkit.Key(t) // keeps this run's keys apart from earlier runs'
 	keys := hostileKeys()
 	var leases []driver.Lease
 	for _, k := range keys {
@@ -519,7 +520,7 @@ func TestKeyPrefixSeparatesLocks(t *testing.T) {
 	rdb := newRDB(t)
 	a := newTestDriver(t, rdb, WithKeyPrefix("app-a:"))
 	b := newTestDriver(t, rdb, WithKeyPrefix("app-b:"))
-	key := testKey(t)
+	key := testkit.Key(t)
 	la := mustAcquire(t, a, reqFor(key, 5*time.Second))
 	lb := mustAcquire(t, b, reqFor(key, 5*time.Second))
 	if n, err := rdb.Exists(ctxFor(t), "app-a:{"+key+"}", "app-b:{"+key+"}").Result(); err != nil || n != 2 {
@@ -546,14 +547,14 @@ func TestCoreOverDriver(t *testing.T) {
 	defer c2.Close(context.Background())
 
 	// The core finds read-write and reentrant locks.
-	if _, err := c1.RWMutex(testKey(t)); err != nil {
+	if _, err := c1.RWMutex(testkit.Key(t)); err != nil {
 		t.Errorf("RWMutex: %v", err)
 	}
-	if _, err := c1.Mutex(testKey(t), dlock.WithOwner("me")); err != nil {
+	if _, err := c1.Mutex(testkit.Key(t), dlock.WithOwner("me")); err != nil {
 		t.Errorf("WithOwner: %v", err)
 	}
 
-	key := testKey(t)
+	key := testkit.Key(t)
 	m1, _ := c1.Mutex(key)
 	m2, _ := c2.Mutex(key)
 	l1, err := m1.Lock(ctxFor(t))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // waitQueued polls the waiters' queue of key until it has n entries: the
@@ -43,7 +44,7 @@ func TestWaitingClientsServedInOrder(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close(context.Background()) })
 		return c
 	}
-	key := testKey(t)
+	key := testkit.Key(t)
 	holder, first, second, barger := newClient(), newClient(), newClient(), newClient()
 	mutex := func(c *dlock.Client) dlock.Mutex {
 		m, err := c.Mutex(key)
@@ -102,7 +103,7 @@ func TestWaitingClientsServedInOrder(t *testing.T) {
 // A waiter that gives up leaves the queue at once, so the lock is not held
 // up until its entry lapses.
 func TestCancelledWaiterLeavesQueue(t *testing.T) {
-	key := testKey(t)
+	key := testkit.Key(t)
 	c1, err := dlock.New(newTestDriver(t, newRDB(t)), dlock.WithTTL(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +151,7 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 func TestFreeLockGoesToQueueHead(t *testing.T) {
 	rdb := newRDB(t)
 	holder, head, other := newTestDriver(t, rdb), newTestDriver(t, rdb), newTestDriver(t, rdb)
-	key := testKey(t)
+	key := testkit.Key(t)
 	ctx := ctxFor(t)
 	held := mustAcquire(t, holder, reqFor(key, 5*time.Second))
 
@@ -184,7 +185,7 @@ func TestFreeLockGoesToQueueHead(t *testing.T) {
 func TestReleaseOnlyWakesQueueHead(t *testing.T) {
 	rdb := newRDB(t)
 	holder, head := newTestDriver(t, rdb), newTestDriver(t, rdb)
-	key := testKey(t)
+	key := testkit.Key(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	ctx := ctxFor(t)
 	held := mustAcquire(t, holder, reqFor(key, 5*time.Second))
@@ -231,7 +232,7 @@ func TestStrangerRefusalRenewsQueueEntry(t *testing.T) {
 	ctx := ctxFor(t)
 	const ttl = 1500 * time.Millisecond // a queue entry's lifetime: the TTL, at most 2 s
 	for _, pexpire := range []time.Duration{time.Minute, 0} {
-		key := testKey(t)
+		key := testkit.Key(t)
 		n := namesOf(DefaultKeyPrefix, key)
 		if err := rdb.Set(ctx, n.lock, "stranger", pexpire).Err(); err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // A restart without persistence loses every lock and counter: the holder
@@ -17,7 +18,7 @@ func TestServerRestart(t *testing.T) {
 	server.NeedFaults(t)
 	rdb := newRDB(t)
 	holder, waiter := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 
 	before := mustAcquire(t, holder, reqFor(key, time.Minute))
 	sub, err := waiter.Subscribe(ctxFor(t), key)

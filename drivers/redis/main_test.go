@@ -1,14 +1,12 @@
 package redis
 
 import (
-	"context"
-	"crypto/rand"
-	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -21,6 +19,9 @@ var server testserver.Target
 // engine the server tests skip, saying why, unless DLOCK_REQUIRE_CONTAINERS=1
 // makes that a failure.
 func TestMain(m *testing.M) { testserver.Main(m, testserver.RedisTarget, &server) }
+
+// ctxFor returns a context bounded for one test step.
+var ctxFor = testkit.ContextFor(10 * time.Second)
 
 // newRDB returns a go-redis client of the test server, closed when t ends.
 func newRDB(tb testing.TB) *goredis.Client {
@@ -46,24 +47,6 @@ func newTestDriver(tb testing.TB, rdb goredis.UniversalClient, opts ...Option) *
 	}
 	tb.Cleanup(func() { _ = d.Close() })
 	return d
-}
-
-// testKey returns a key no other test (or earlier run against an external
-// server) uses.
-func testKey(tb testing.TB) string {
-	return "test/" + tb.Name() + "/" + rand.Text()[:8]
-}
-
-// newID returns a request ID shaped like the core's.
-func newID() string {
-	return strings.ToLower(rand.Text()[:26])
-}
-
-// ctxFor returns a context bounded for one test step.
-func ctxFor(tb testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	tb.Cleanup(cancel)
-	return ctx
 }
 
 // offlineRDB returns a go-redis client of an address where nothing listens:

@@ -16,6 +16,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -68,7 +69,7 @@ func (g *rlGroup) testNoGoroutineLeak(t *testing.T) {
 	defer goleak.VerifyNone(t, append(testserver.IgnoreOwnGoroutines(), goleak.IgnoreCurrent())...)
 	g.down(t, true, 2)
 	for range 2 {
-		d, err := openRedLock(ctxFor(t), mustURL(t, g.group.RedLockURL()))
+		d, err := openRedLock(ctxFor(t), testkit.URL(t, g.group.RedLockURL()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +105,7 @@ func (g *rlGroup) open(t *testing.T, query string) *RedLock {
 		// extension once timed out on 3 of 5 masters).
 		query = "?node_timeout=500ms"
 	}
-	d, err := openRedLock(ctxFor(t), mustURL(t, g.group.RedLockURL()+query))
+	d, err := openRedLock(ctxFor(t), testkit.URL(t, g.group.RedLockURL()+query))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func (g *rlGroup) testConformance(t *testing.T) {
 	// timeout of a quarter of it leaves both phases of an acquisition within
 	// the TTL, as the driver requires, and each round trip 500 ms.
 	const ttl = 2 * time.Second
-	url := mustURL(t, g.group.RedLockURL()+"?node_timeout=500ms")
+	url := testkit.URL(t, g.group.RedLockURL()+"?node_timeout=500ms")
 	all := func(f func(*testserver.Server, context.Context) error) func(context.Context) error {
 		return func(ctx context.Context) error { return g.group.Each(ctx, f) }
 	}
@@ -222,11 +223,11 @@ func (g *rlGroup) testMinorityDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(context.Background())
-	key := testKey(t)
+	key := testkit.Key(t)
 	// The driver: validity is the TTL, counted from the call's start, and
 	// the call waited for the paused master.
 	started := time.Now()
-	probe, err := r.Acquire(ctxFor(t), reqFor(testKey(t), 2*time.Second))
+	probe, err := r.Acquire(ctxFor(t), reqFor(testkit.Key(t), 2*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire with 2 of 5 masters down: %v", err)
 	}
@@ -279,7 +280,7 @@ func (g *rlGroup) testMajorityDown(t *testing.T) {
 	r := g.open(t, "")
 	g.down(t, true, 0, 2)
 	g.down(t, false, 4)
-	key := testKey(t)
+	key := testkit.Key(t)
 	req := reqFor(key, 2*time.Second)
 	_, err := r.Acquire(ctxFor(t), req)
 	if err == nil || errors.Is(err, driver.ErrLocked) {
@@ -299,7 +300,7 @@ func (g *rlGroup) testMajorityDown(t *testing.T) {
 func (g *rlGroup) testSlowMajority(t *testing.T) {
 	r := g.open(t, "?node_timeout=300ms")
 	g.down(t, true, 0) // the acquisition waits 300 ms for it
-	key := testKey(t)
+	key := testkit.Key(t)
 	req := reqFor(key, 100*time.Millisecond)
 	_, err := r.Acquire(ctxFor(t), req)
 	if err == nil || errors.Is(err, driver.ErrLocked) || !strings.Contains(err.Error(), "TTL") {
@@ -315,7 +316,7 @@ func (g *rlGroup) testSlowMajority(t *testing.T) {
 // however far apart the masters' counters were.
 func (g *rlGroup) testTokensAcrossMasters(t *testing.T) {
 	r := g.open(t, "")
-	key := testKey(t)
+	key := testkit.Key(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	ahead := uint64(time.Now().Add(24 * time.Hour).UnixMicro()) // a counter far ahead of the others
 	if err := g.raw[4].Set(ctxFor(t), n.fence(), strconv.FormatUint(ahead, 10), 0).Err(); err != nil {
@@ -347,7 +348,7 @@ func (g *rlGroup) testTokensAcrossMasters(t *testing.T) {
 // masters that did not hold the first entry.
 func (g *rlGroup) testReentryAcrossMasters(t *testing.T) {
 	r, other := g.open(t, ""), g.open(t, "")
-	key := testKey(t)
+	key := testkit.Key(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	restart := func(f func(*testserver.Server, context.Context) error) {
@@ -422,7 +423,7 @@ func (g *rlGroup) testBatchAndInspect(t *testing.T) {
 	var ttls []time.Duration
 	var keys []string
 	for range 3 {
-		key := testKey(t)
+		key := testkit.Key(t)
 		keys = append(keys, key)
 		leases = append(leases, mustAcquireRL(t, r, reqOf(key, 10*time.Second, driver.Exclusive, "")))
 		ttls = append(ttls, 20*time.Second)
