@@ -24,16 +24,8 @@ const clusterTTL = 2 * time.Second
 // are held and waited for. It takes about a minute.
 func TestCluster(t *testing.T) {
 	server.NeedFaults(t) // needs Docker, not an external cluster
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c, err := testserver.StartEtcdCluster(ctx, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Terminate(context.Background()); err != nil {
-			t.Error(err)
-		}
+	c := testserver.Own(t, 3*time.Minute, func(ctx context.Context) (*testserver.EtcdCluster, error) {
+		return testserver.StartEtcdCluster(ctx, 3)
 	})
 	t.Run("LeaderKilled", func(t *testing.T) { testLeaderKilled(t, c) })
 	t.Run("FollowerFrozen", func(t *testing.T) { testMemberFrozen(t, c, false) })

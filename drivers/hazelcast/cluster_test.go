@@ -30,20 +30,9 @@ const clusterTTL = 10 * time.Minute
 func startCluster(tb testing.TB) *testserver.HazelcastClusterOf {
 	tb.Helper()
 	server.NeedFaults(tb) // a cluster in containers, like the test member
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	c, err := testserver.StartHazelcastCluster(ctx, 3)
-	if err != nil {
-		tb.Fatalf("start a 3-member cluster: %v", err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := c.Terminate(ctx); err != nil {
-			tb.Errorf("terminate the cluster: %v", err)
-		}
+	return testserver.Own(tb, 5*time.Minute, func(ctx context.Context) (*testserver.HazelcastClusterOf, error) {
+		return testserver.StartHazelcastCluster(ctx, 3)
 	})
-	return c
 }
 
 // openVia opens a Driver whose client talks to the member at addr alone

@@ -23,20 +23,9 @@ func TestCluster(t *testing.T) {
 	if !server.Faults() {
 		t.Skip("Cluster tests start containers of their own; the package runs against an external server")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testserver.StartTimeout)
-	cluster, err := testserver.StartRedisCluster(ctx, 3)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := cluster.Terminate(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	c := &clusterEnv{cluster: cluster}
+	c := &clusterEnv{cluster: testserver.Own(t, testserver.StartTimeout, func(ctx context.Context) (*testserver.RedisCluster, error) {
+		return testserver.StartRedisCluster(ctx, 3)
+	})}
 	t.Run("Conformance", c.testConformance)
 	t.Run("ShardedNotifications", c.testShardedNotifications)
 	t.Run("KeysOnEveryShard", c.testKeysOnEveryShard)
@@ -93,9 +82,6 @@ func (c *clusterEnv) client(t *testing.T) *goredis.ClusterClient {
 func (c *clusterEnv) testConformance(t *testing.T) {
 	url := testkit.URL(t, c.cluster.URL())
 	cc := c.client(t)
-	all := func(f func(*testserver.Server, context.Context) error) func(context.Context) error {
-		return func(ctx context.Context) error { return c.cluster.Each(ctx, f) }
-	}
 	conformance.Run(t, conformance.Harness{
 		NewDriver: func(ctx context.Context) (driver.Driver, error) { return openCluster(ctx, url) },
 		TTL:       suiteTTL,
@@ -109,16 +95,7 @@ func (c *clusterEnv) testConformance(t *testing.T) {
 		// The partition cases cut one client off from every server.
 		NewLinkedDriver: linkedOpener(t, url, openClusterLinked),
 		// The whole backend is every master.
-		Faults: &conformance.Faults{
-			Pause:  all((*testserver.Server).Pause),
-			Resume: all((*testserver.Server).Resume),
-			Restart: func(ctx context.Context) error {
-				if err := c.cluster.Each(ctx, (*testserver.Server).Stop); err != nil {
-					return err
-				}
-				return c.cluster.Each(ctx, (*testserver.Server).Start)
-			},
-		},
+		Faults: c.cluster.FaultHooks(),
 	})
 }
 

@@ -27,18 +27,8 @@ func TestRedLock(t *testing.T) {
 	if !server.Faults() {
 		t.Skip("RedLock tests start containers of their own; the package runs against an external server")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testserver.StartTimeout)
-	group, err := testserver.StartRedisGroup(ctx, 5)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := group.Terminate(ctx); err != nil {
-			t.Error(err)
-		}
+	group := testserver.Own(t, testserver.StartTimeout, func(ctx context.Context) (*testserver.RedisGroup, error) {
+		return testserver.StartRedisGroup(ctx, 5)
 	})
 	g := &rlGroup{group: group}
 	for _, a := range group.Addrs() {
@@ -171,9 +161,6 @@ func (g *rlGroup) testConformance(t *testing.T) {
 	// the TTL, as the driver requires, and each round trip 500 ms.
 	const ttl = 2 * time.Second
 	url := testkit.URL(t, g.group.RedLockURL()+"?node_timeout=500ms")
-	all := func(f func(*testserver.Server, context.Context) error) func(context.Context) error {
-		return func(ctx context.Context) error { return g.group.Each(ctx, f) }
-	}
 	conformance.Run(t, conformance.Harness{
 		NewDriver: func(ctx context.Context) (driver.Driver, error) { return openRedLock(ctx, url) },
 		TTL:       ttl,
@@ -196,16 +183,7 @@ func (g *rlGroup) testConformance(t *testing.T) {
 		// The partition cases cut one client off from every server.
 		NewLinkedDriver: linkedOpener(t, url, openRedLockLinked),
 		// The whole backend is every master.
-		Faults: &conformance.Faults{
-			Pause:  all((*testserver.Server).Pause),
-			Resume: all((*testserver.Server).Resume),
-			Restart: func(ctx context.Context) error {
-				if err := g.group.Each(ctx, (*testserver.Server).Stop); err != nil {
-					return err
-				}
-				return g.group.Each(ctx, (*testserver.Server).Start)
-			},
-		},
+		Faults: g.group.FaultHooks(),
 	})
 }
 

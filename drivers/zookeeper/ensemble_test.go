@@ -25,13 +25,9 @@ func TestEnsemble(t *testing.T) {
 		t.Skip("the ensemble test starts three servers; run without -short")
 	}
 	server.NeedFaults(t) // containers can be run
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	e, err := testserver.StartZooKeeperEnsemble(ctx, 3)
-	if err != nil {
-		t.Fatalf("start the ensemble: %v", err)
-	}
-	t.Cleanup(func() { _ = e.Terminate(context.Background()) })
+	e := testserver.Own(t, 5*time.Minute, func(ctx context.Context) (*testserver.ZooKeeperEnsemble, error) {
+		return testserver.StartZooKeeperEnsemble(ctx, 3)
+	})
 
 	t.Run("LeaderStops", func(t *testing.T) { testLeaderStops(t, e) })
 	t.Run("FollowerPaused", func(t *testing.T) { testFollowerPaused(t, e) })

@@ -17,6 +17,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcexec "github.com/testcontainers/testcontainers-go/exec"
 
+	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/conformance/containerfaults"
 )
 
@@ -211,16 +212,13 @@ func (c *RedisCluster) URL() string {
 
 // Each runs f on every node at once and joins the errors.
 func (c *RedisCluster) Each(ctx context.Context, f func(*Server, context.Context) error) error {
-	errs := make([]error, len(c.Nodes))
-	var wg sync.WaitGroup
-	for i, s := range c.Nodes {
-		if s != nil {
-			wg.Go(func() { errs[i] = f(s, ctx) })
-		}
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return eachServer(ctx, c.Nodes, f)
 }
+
+// FaultHooks returns the hooks of the whole backend, every server at once,
+// for a conformance Harness: Pause and Resume act on all of them, Restart
+// stops them all, then starts them all.
+func (c *RedisCluster) FaultHooks() *conformance.Faults { return eachFaults(c.Each) }
 
 // Terminate removes every node. A nil cluster is a no-op.
 func (c *RedisCluster) Terminate(ctx context.Context) error {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/dlock-go/dlock/conformance"
 )
 
 // RedisGroup is a set of independent Redis servers, one container each, that
@@ -65,14 +67,13 @@ func (g *RedisGroup) RedLockURL() string {
 // Each runs f on every server at once (Pause, Stop, Start, ...) and joins
 // the errors.
 func (g *RedisGroup) Each(ctx context.Context, f func(*Server, context.Context) error) error {
-	errs := make([]error, len(g.Servers))
-	var wg sync.WaitGroup
-	for i, s := range g.Servers {
-		wg.Go(func() { errs[i] = f(s, ctx) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return eachServer(ctx, g.Servers, f)
 }
+
+// FaultHooks returns the hooks of the whole backend, every server at once,
+// for a conformance Harness: Pause and Resume act on all of them, Restart
+// stops them all, then starts them all.
+func (g *RedisGroup) FaultHooks() *conformance.Faults { return eachFaults(g.Each) }
 
 // Terminate removes every server of the group. A nil group is a no-op.
 func (g *RedisGroup) Terminate(ctx context.Context) error {
