@@ -23,15 +23,8 @@ import (
 // slack bounds how late an expected event may be on a loaded machine.
 const slack = 2 * time.Second
 
-func reqFor(key string) driver.Request {
-	return driver.Request{Key: key, ID: testkit.NewID(), TTL: testTTL}
-}
-
-// block makes req a blocking one: it waits in the backend's queue.
-func block(req driver.Request) driver.Request {
-	req.Block = true
-	return req
-}
+// reqFor returns a request for key with the tests' TTL.
+func reqFor(key string) driver.Request { return testkit.Request(key, testTTL) }
 
 func mustTry(t *testing.T, d *Driver, req driver.Request) driver.Lease {
 	t.Helper()
@@ -137,7 +130,7 @@ func TestWaiterStopsWhenSessionRevoked(t *testing.T) {
 
 	errc := make(chan error, 1)
 	go func() {
-		_, err := waiter.Acquire(ctxFor(t), block(reqFor(key)))
+		_, err := waiter.Acquire(ctxFor(t), testkit.Blocking(reqFor(key)))
 		errc <- err
 	}()
 	waitFor(t, "the waiter's entry", func() bool { return len(entries(t, cli, key)) == 2 })
@@ -380,7 +373,7 @@ func TestLostSignal(t *testing.T) {
 		lost := lostContext(l)
 		got := make(chan driver.Lease, 1)
 		go func() {
-			cl, err := contender.Acquire(ctxFor(t), block(reqFor(key)))
+			cl, err := contender.Acquire(ctxFor(t), testkit.Blocking(reqFor(key)))
 			if err != nil {
 				t.Errorf("contender: %v", err)
 			}
@@ -529,7 +522,7 @@ func TestInspect(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	waited := make(chan error, 1)
 	go func() {
-		_, err := d.Acquire(ctx, block(w))
+		_, err := d.Acquire(ctx, testkit.Blocking(w))
 		waited <- err
 	}()
 	waitFor(t, "the writer's entry", func() bool { return len(entries(t, cli, key)) == 3 })
@@ -624,7 +617,7 @@ func TestNoHerd(t *testing.T) {
 	for range waiters {
 		d := newTestDriver(t, newCli(t))
 		wg.Go(func() {
-			l, err := d.Acquire(ctxFor(t), block(reqFor(key)))
+			l, err := d.Acquire(ctxFor(t), testkit.Blocking(reqFor(key)))
 			if err != nil {
 				t.Error(err)
 				return

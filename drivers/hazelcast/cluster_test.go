@@ -61,7 +61,7 @@ func grantWithin(tb testing.TB, d *Driver, key string) (*lease, error) {
 	tb.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		l, err := d.Acquire(ctxFor(tb), request(key, clusterTTL))
+		l, err := d.Acquire(ctxFor(tb), testkit.Request(key, clusterTTL))
 		if err == nil {
 			return l.(*lease), nil
 		}
@@ -109,11 +109,11 @@ func TestClusterSplitBrainMember(t *testing.T) {
 	key := testkit.Key(t)
 
 	// One cluster: the lock excludes across members.
-	l0, err := minority.Acquire(ctxFor(t), request(key, clusterTTL))
+	l0, err := minority.Acquire(ctxFor(t), testkit.Request(key, clusterTTL))
 	if err != nil {
 		t.Fatalf("Acquire before the split: %v", err)
 	}
-	if _, err := majority.Acquire(ctxFor(t), request(key, clusterTTL)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := majority.Acquire(ctxFor(t), testkit.Request(key, clusterTTL)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("Acquire through another member before the split: %v, want ErrLocked", err)
 	}
 	if err := l0.Release(ctxFor(t)); err != nil {

@@ -68,7 +68,7 @@ func TestFenceContentionFailsCleanly(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := d.Acquire(ctxFor(t), request(key, testTTL)); !errors.Is(err, errFenceContended) {
+	if _, err := d.Acquire(ctxFor(t), testkit.Request(key, testTTL)); !errors.Is(err, errFenceContended) {
 		t.Fatalf("Acquire with a contended counter: %v, want errFenceContended", err)
 	}
 	if d.locked(t, key) {
@@ -81,7 +81,7 @@ func TestFenceAtItsMaximum(t *testing.T) {
 	d := newMemberDriver(t, "")
 	key := testkit.Key(t)
 	d.setFence(t, key, math.MaxInt64)
-	if _, err := d.Acquire(ctxFor(t), request(key, testTTL)); err == nil {
+	if _, err := d.Acquire(ctxFor(t), testkit.Request(key, testTTL)); err == nil {
 		t.Fatal("Acquire with the counter at its maximum succeeded")
 	}
 	if d.locked(t, key) {

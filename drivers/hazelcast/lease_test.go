@@ -54,7 +54,7 @@ func TestAcquireHeldLeavesNothing(t *testing.T) {
 	key := testkit.Key(t)
 	l := da.acquire(t, key)
 
-	_, err := db.Acquire(ctxFor(t), request(key, testTTL))
+	_, err := db.Acquire(ctxFor(t), testkit.Request(key, testTTL))
 	if !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("Acquire of a held lock: %v, want ErrLocked", err)
 	}
@@ -275,7 +275,7 @@ func TestAcquireWithUnknownOutcomeLeavesNothing(t *testing.T) {
 			d := newMemberDriver(t, "")
 			key := testkit.Key(t)
 			tc.lose(d.rec)
-			if _, err := d.Acquire(ctxFor(t), request(key, testTTL)); !errors.Is(err, errLostAnswer) {
+			if _, err := d.Acquire(ctxFor(t), testkit.Request(key, testTTL)); !errors.Is(err, errLostAnswer) {
 				t.Fatalf("Acquire whose %s lost its answer: %v, want that error", tc.name, err)
 			}
 			if d.locked(t, key) {
@@ -298,7 +298,7 @@ func TestSlowGrantIsGivenBack(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := d.Acquire(ctxFor(t), request(key, MinTTL)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := d.Acquire(ctxFor(t), testkit.Request(key, MinTTL)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("Acquire confirmed too late: %v, want ErrLocked", err)
 	}
 	if d.locked(t, key) {
@@ -335,15 +335,15 @@ func TestSlowExtendIsALoss(t *testing.T) {
 func TestUnsupportedRequests(t *testing.T) {
 	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
-	shared := request(testkit.Key(t), testTTL)
+	shared := testkit.Request(testkit.Key(t), testTTL)
 	shared.Mode = driver.Shared
-	reentrant := request(testkit.Key(t), testTTL)
+	reentrant := testkit.Request(testkit.Key(t), testTTL)
 	reentrant.Owner = "o"
 	for name, req := range map[string]driver.Request{"shared": shared, "reentrant": reentrant} {
 		if _, err := d.Acquire(ctxFor(t), req); !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("Acquire %s: %v, want errors.ErrUnsupported", name, err)
 		}
-		if _, err := d.Acquire(ctxFor(t), blocking(req)); !errors.Is(err, errors.ErrUnsupported) {
+		if _, err := d.Acquire(ctxFor(t), testkit.Blocking(req)); !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("blocking Acquire %s: %v, want errors.ErrUnsupported", name, err)
 		}
 	}
@@ -356,7 +356,7 @@ func TestUnsupportedRequests(t *testing.T) {
 	if err := checkTTL(MinTTL); err != nil {
 		t.Errorf("checkTTL(%v) = %v", MinTTL, err)
 	}
-	if _, err := d.Acquire(ctxFor(t), request(testkit.Key(t), time.Second)); err == nil {
+	if _, err := d.Acquire(ctxFor(t), testkit.Request(testkit.Key(t), time.Second)); err == nil {
 		t.Error("Acquire with a TTL below MinTTL succeeded")
 	}
 	caps := d.Capabilities()

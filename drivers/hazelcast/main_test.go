@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
@@ -26,21 +25,10 @@ var ctxFor = testkit.ContextFor(30 * time.Second)
 // during a test, which ends leases with a force-unlock instead.
 const testTTL = 10 * time.Second
 
-// request returns a request shaped like the core's.
-func request(key string, ttl time.Duration) driver.Request {
-	return driver.Request{Key: key, ID: testkit.NewID(), TTL: ttl}
-}
-
-// blocking returns req asking to wait in the member's queue (Request.Block).
-func blocking(req driver.Request) driver.Request {
-	req.Block = true
-	return req
-}
-
 // mustAcquire takes key on d or fails tb.
 func mustAcquire(tb testing.TB, d *Driver, key string) *lease {
 	tb.Helper()
-	l, err := d.Acquire(ctxFor(tb), request(key, testTTL))
+	l, err := d.Acquire(ctxFor(tb), testkit.Request(key, testTTL))
 	if err != nil {
 		tb.Fatalf("Acquire(%q): %v", key, err)
 	}

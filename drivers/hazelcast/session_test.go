@@ -46,7 +46,7 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 	// Release fail at once, and a blocking Acquire waits for the
 	// reconnection.
 	_, before := d.rec.ops(0)
-	if _, err := d.Acquire(ctxFor(t), request(testkit.Key(t), testTTL)); !errors.Is(err, errNotConnected) {
+	if _, err := d.Acquire(ctxFor(t), testkit.Request(testkit.Key(t), testTTL)); !errors.Is(err, errNotConnected) {
 		t.Errorf("Acquire while disconnected: %v, want errNotConnected", err)
 	}
 	if err := l1.Release(ctxFor(t)); !errors.Is(err, errNotConnected) {
@@ -57,7 +57,7 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 	}
 	got := make(chan driver.Lease, 1)
 	go func() {
-		l, err := d.Acquire(ctxFor(t), blocking(request(testkit.Key(t), testTTL)))
+		l, err := d.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(testkit.Key(t), testTTL)))
 		if err != nil {
 			t.Errorf("Acquire across a reconnection: %v", err)
 		}
@@ -94,7 +94,7 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 	if d.session.connectedNow() {
 		t.Error("an epoch began after the client shut down")
 	}
-	if _, err := d.Acquire(ctxFor(t), blocking(request(testkit.Key(t), testTTL))); !errors.Is(err, errShutdown) {
+	if _, err := d.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(testkit.Key(t), testTTL))); !errors.Is(err, errShutdown) {
 		t.Errorf("Acquire after the client shut down: %v, want errShutdown", err)
 	}
 }

@@ -26,7 +26,7 @@ func TestAcquireWaitsOnTheMember(t *testing.T) {
 	got := make(chan result, 1)
 	started := time.Now()
 	go func() {
-		l, err := db.Acquire(ctxFor(t), blocking(request(key, testTTL)))
+		l, err := db.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(key, testTTL)))
 		got <- result{l, err}
 	}()
 	c := queued(t, db.rec)
@@ -66,7 +66,7 @@ func TestWaitEndsAtTheCallersDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctxFor(t), wait)
 	defer cancel()
 	start := time.Now()
-	if _, err := db.Acquire(ctx, blocking(request(key, testTTL))); err != context.DeadlineExceeded {
+	if _, err := db.Acquire(ctx, testkit.Blocking(testkit.Request(key, testTTL))); err != context.DeadlineExceeded {
 		t.Fatalf("Acquire past its deadline: %v, want exactly context.DeadlineExceeded", err)
 	}
 	if took := time.Since(start); took > wait+2*time.Second {
@@ -114,7 +114,7 @@ func TestWaitingHeadSurvivesManySlices(t *testing.T) {
 
 	got := make(chan error, 1)
 	go func() {
-		l, err := db.Acquire(ctxFor(t), blocking(request(key, testTTL)))
+		l, err := db.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(key, testTTL)))
 		if err == nil {
 			err = l.Release(ctxFor(t))
 		}
@@ -146,8 +146,8 @@ func TestAcquireAfterClose(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 	for name, err := range map[string]error{
-		"Acquire":          errOf(d.Acquire(ctxFor(t), request(testkit.Key(t), testTTL))),
-		"blocking Acquire": errOf(d.Acquire(ctxFor(t), blocking(request(testkit.Key(t), testTTL)))),
+		"Acquire":          errOf(d.Acquire(ctxFor(t), testkit.Request(testkit.Key(t), testTTL))),
+		"blocking Acquire": errOf(d.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(testkit.Key(t), testTTL)))),
 		"Extend":           l.Extend(ctxFor(t), testTTL),
 		"Release":          l.Release(ctxFor(t)),
 	} {

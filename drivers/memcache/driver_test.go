@@ -18,17 +18,13 @@ import (
 // testTTL is the TTL of the tests below: the driver's minimum.
 const testTTL = MinTTL
 
-func reqFor(key string) driver.Request {
-	return driver.Request{Key: key, ID: testkit.NewID(), TTL: testTTL}
-}
+// reqFor returns a request for key with the tests' TTL.
+func reqFor(key string) driver.Request { return testkit.Request(key, testTTL) }
 
+// mustAcquire takes req on d or fails t.
 func mustAcquire(t *testing.T, d *Driver, req driver.Request) driver.Lease {
 	t.Helper()
-	l, err := d.Acquire(ctxFor(t), req)
-	if err != nil {
-		t.Fatalf("Acquire(%q): %v", req.Key, err)
-	}
-	return l
+	return testkit.MustAcquire(t, ctxFor(t), d, req)
 }
 
 // holderOf returns the request ID the lock item of key names ("" when there

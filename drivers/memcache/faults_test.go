@@ -33,10 +33,7 @@ func TestServerRestart(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := server.Server.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := server.Server.Start(ctx); err != nil {
+	if err := server.Server.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
 

@@ -75,7 +75,7 @@ func TestRefusesTransactionPooler(t *testing.T) {
 	var held []driver.Lease
 	refused := false
 	for i := range 3 {
-		l, err := d.Acquire(ctx, reqFor(testkit.Key(t), 5*time.Second))
+		l, err := d.Acquire(ctx, testkit.Request(testkit.Key(t), 5*time.Second))
 		switch {
 		case err == nil:
 			held = append(held, l)
@@ -113,11 +113,11 @@ func TestSessionPoolerWorks(t *testing.T) {
 	}
 	defer d2.Close()
 	key := testkit.Key(t)
-	l1, err := d1.Acquire(ctx, reqFor(key, 5*time.Second))
+	l1, err := d1.Acquire(ctx, testkit.Request(key, 5*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	if _, err := d2.Acquire(ctx, reqFor(key, time.Second)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := d2.Acquire(ctx, testkit.Request(key, time.Second)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("Acquire by another client: got %v, want ErrLocked", err)
 	}
 	if err := l1.Extend(ctx, 5*time.Second); err != nil {
@@ -135,7 +135,7 @@ func TestSessionPoolerWorks(t *testing.T) {
 		t.Fatalf("Open after a client left: %v", err)
 	}
 	defer d3.Close()
-	l3, err := d3.Acquire(ctx, reqFor(key, time.Second))
+	l3, err := d3.Acquire(ctx, testkit.Request(key, time.Second))
 	if err != nil {
 		t.Fatalf("Acquire after a client left: %v", err)
 	}

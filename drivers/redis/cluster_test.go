@@ -125,7 +125,7 @@ func (c *clusterEnv) testShardedNotifications(t *testing.T) {
 	if err != nil || info.Waiters != 1 {
 		t.Errorf("Inspect with one sharded subscriber: %+v, %v; want 1 waiter", info, err)
 	}
-	l := mustAcquire(t, d, reqFor(key, 5*time.Second))
+	l := mustAcquire(t, d, testkit.Request(key, 5*time.Second))
 	mustRelease(t, l)
 	if !waken(sub, 5*time.Second) {
 		t.Fatal("the release did not wake the sharded subscriber")
@@ -253,7 +253,7 @@ func (c *clusterEnv) testSubscriptionFollowsSlot(t *testing.T) {
 	for len(sub.C()) > 0 {
 		<-sub.C()
 	}
-	mustRelease(t, mustAcquire(t, d, reqFor(key, 5*time.Second)))
+	mustRelease(t, mustAcquire(t, d, testkit.Request(key, 5*time.Second)))
 	if !waken(sub, 5*time.Second) {
 		t.Fatal("a release on the slot's new master did not wake the waiter")
 	}

@@ -17,17 +17,10 @@ import (
 	"github.com/dlock-go/dlock/internal/testkit"
 )
 
-func reqFor(key string, ttl time.Duration) driver.Request {
-	return driver.Request{Key: key, ID: testkit.NewID(), TTL: ttl}
-}
-
+// mustAcquire takes req on d or fails t.
 func mustAcquire(t *testing.T, d *Driver, req driver.Request) driver.Lease {
 	t.Helper()
-	l, err := d.Acquire(ctxFor(t), req)
-	if err != nil {
-		t.Fatalf("Acquire(%q): %v", req.Key, err)
-	}
-	return l
+	return testkit.MustAcquire(t, ctxFor(t), d, req)
 }
 
 // holderOf returns the request ID of the only hold of key's lock on the
@@ -114,7 +107,7 @@ func TestAcquireLocked(t *testing.T) {
 	rdb := newRDB(t)
 	d1, d2 := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
 	key := testkit.Key(t)
-	req := reqFor(key, 5*time.Second)
+	req := testkit.Request(key, 5*time.Second)
 	l := mustAcquire(t, d1, req)
 	if l.Token() == 0 || l.Validity() != req.TTL {
 		t.Fatalf("lease: token %d validity %v, want a token and %v", l.Token(), l.Validity(), req.TTL)
@@ -123,7 +116,7 @@ func TestAcquireLocked(t *testing.T) {
 		t.Fatalf("lock key holds %q with TTL %v, want %q with TTL up to %v", id, ttl, req.ID, req.TTL)
 	}
 
-	_, err := d2.Acquire(ctxFor(t), reqFor(key, time.Second))
+	_, err := d2.Acquire(ctxFor(t), testkit.Request(key, time.Second))
 	le, ok := errors.AsType[*driver.LockedError](err)
 	if !errors.Is(err, driver.ErrLocked) || !ok {
 		t.Fatalf("second Acquire: got %v, want a *LockedError", err)
@@ -151,7 +144,7 @@ func TestTokensIncrease(t *testing.T) {
 	key := testkit.Key(t)
 	var last uint64
 	grant := func(i int) driver.Lease {
-		l := mustAcquire(t, drivers[i%2], reqFor(key, time.Second))
+		l := mustAcquire(t, drivers[i%2], testkit.Request(key, time.Second))
 		if l.Token() <= last {
 			t.Fatalf("grant %d: token %d, not above the previous %d", i, l.Token(), last)
 		}
@@ -164,7 +157,7 @@ func TestTokensIncrease(t *testing.T) {
 		}
 	}
 	// After an expiry.
-	l := mustAcquire(t, drivers[0], reqFor(key, 20*time.Millisecond))
+	l := mustAcquire(t, drivers[0], testkit.Request(key, 20*time.Millisecond))
 	last = l.Token()
 	time.Sleep(60 * time.Millisecond) // let the lock expire on the server
 	grant(1)
@@ -239,7 +232,7 @@ func TestUnusableCounterRefusesGrant(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = d.Acquire(ctxFor(t), reqFor(key, time.Second))
+		_, err = d.Acquire(ctxFor(t), testkit.Request(key, time.Second))
 		if err == nil || errors.Is(err, driver.ErrLocked) {
 			t.Fatalf("Acquire with counter %q: got %v, want an error", bad, err)
 		}
@@ -253,7 +246,7 @@ func TestStaleLeaseLeavesNewHolderAlone(t *testing.T) {
 	rdb := newRDB(t)
 	d1, d2 := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
 	key := testkit.Key(t)
-	stale := mustAcquire(t, d1, reqFor(key, 30*time.Millisecond))
+	stale := mustAcquire(t, d1, testkit.Request(key, 30*time.Millisecond))
 	deadline := time.Now().Add(5 * time.Second)
 	for id, _ := holderOf(t, rdb, DefaultKeyPrefix, key); id != ""; id, _ = holderOf(t, rdb, DefaultKeyPrefix, key) {
 		if time.Now().After(deadline) {
@@ -261,7 +254,7 @@ func TestStaleLeaseLeavesNewHolderAlone(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // polling the server for the expiry
 	}
-	req := reqFor(key, 10*time.Second)
+	req := testkit.Request(key, 10*time.Second)
 	fresh := mustAcquire(t, d2, req)
 	if err := stale.Extend(ctxFor(t), time.Minute); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("stale Extend: got %v, want ErrNotHeld", err)
@@ -311,7 +304,7 @@ func TestReleasePublishes(t *testing.T) {
 	}
 	waken(sOther, 5*time.Second)
 
-	l := mustAcquire(t, holder, reqFor(key, 5*time.Second))
+	l := mustAcquire(t, holder, testkit.Request(key, 5*time.Second))
 	if err := l.Release(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +392,7 @@ func TestCancelledContextLeavesNoKey(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := d.Acquire(ctx, reqFor(key, time.Second)); err != context.Canceled {
+	if _, err := d.Acquire(ctx, testkit.Request(key, time.Second)); err != context.Canceled {
 		t.Fatalf("Acquire with a cancelled context: got %v, want exactly context.Canceled", err)
 	}
 	if id, _ := holderOf(t, rdb, DefaultKeyPrefix, key); id != "" {
@@ -415,7 +408,7 @@ func TestCancelledContextLeavesNoKey(t *testing.T) {
 	hooked.AddHook(h)
 	hd := newTestDriver(t, hooked)
 	h.armed.Store(true)
-	_, err := hd.Acquire(ctx, reqFor(key, time.Minute))
+	_, err := hd.Acquire(ctx, testkit.Request(key, time.Minute))
 	if err != context.Canceled {
 		t.Fatalf("Acquire cancelled mid-script: got %v, want exactly context.Canceled", err)
 	}
@@ -433,7 +426,7 @@ func TestCancelledContextLeavesNoKey(t *testing.T) {
 	}
 	defer c.Close(context.Background())
 	m, _ := c.Mutex(key)
-	held := mustAcquire(t, d, reqFor(key, 5*time.Second))
+	held := mustAcquire(t, d, testkit.Request(key, 5*time.Second))
 	wctx, wcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer wcancel()
 	if _, err := m.Lock(wctx); err != context.DeadlineExceeded {
@@ -455,7 +448,7 @@ func TestCloseKeepsCallersClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := testkit.Key(t)
-	l := mustAcquire(t, d, reqFor(key, 5*time.Second))
+	l := mustAcquire(t, d, testkit.Request(key, 5*time.Second))
 	s, err := d.Subscribe(ctxFor(t), key) // starts the shared pub/sub connection
 	if err != nil {
 		t.Fatal(err)
@@ -473,7 +466,7 @@ func TestCloseKeepsCallersClient(t *testing.T) {
 	if id, _ := holderOf(t, rdb, DefaultKeyPrefix, key); id == "" {
 		t.Fatal("Close released the lock")
 	}
-	if _, err := d.Acquire(ctxFor(t), reqFor(key, time.Second)); !errors.Is(err, driver.ErrClosed) {
+	if _, err := d.Acquire(ctxFor(t), testkit.Request(key, time.Second)); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("Acquire after Close: %v", err)
 	}
 	if _, err := d.Subscribe(ctxFor(t), key); !errors.Is(err, driver.ErrClosed) {
@@ -504,8 +497,8 @@ func TestHostileKeysAreDistinctLocks(t *testing.T) {
 		if len(key) > 1024 {
 			key = key[len(key)-1024:]
 		}
-		leases = append(leases, mustAcquire(t, d1, reqFor(key, 10*time.Second)))
-		if _, err := d2.Acquire(ctxFor(t), reqFor(key, time.Second)); !errors.Is(err, driver.ErrLocked) {
+		leases = append(leases, mustAcquire(t, d1, testkit.Request(key, 10*time.Second)))
+		if _, err := d2.Acquire(ctxFor(t), testkit.Request(key, time.Second)); !errors.Is(err, driver.ErrLocked) {
 			t.Fatalf("Acquire(%q) while held: got %v, want ErrLocked", key, err)
 		}
 	}
@@ -521,8 +514,8 @@ func TestKeyPrefixSeparatesLocks(t *testing.T) {
 	a := newTestDriver(t, rdb, WithKeyPrefix("app-a:"))
 	b := newTestDriver(t, rdb, WithKeyPrefix("app-b:"))
 	key := testkit.Key(t)
-	la := mustAcquire(t, a, reqFor(key, 5*time.Second))
-	lb := mustAcquire(t, b, reqFor(key, 5*time.Second))
+	la := mustAcquire(t, a, testkit.Request(key, 5*time.Second))
+	lb := mustAcquire(t, b, testkit.Request(key, 5*time.Second))
 	if n, err := rdb.Exists(ctxFor(t), "app-a:{"+key+"}", "app-b:{"+key+"}").Result(); err != nil || n != 2 {
 		t.Fatalf("EXISTS of both prefixed lock keys = %d (%v), want 2", n, err)
 	}

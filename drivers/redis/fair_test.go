@@ -153,14 +153,14 @@ func TestFreeLockGoesToQueueHead(t *testing.T) {
 	holder, head, other := newTestDriver(t, rdb), newTestDriver(t, rdb), newTestDriver(t, rdb)
 	key := testkit.Key(t)
 	ctx := ctxFor(t)
-	held := mustAcquire(t, holder, reqFor(key, 5*time.Second))
+	held := mustAcquire(t, holder, testkit.Request(key, 5*time.Second))
 
-	waiting := reqFor(key, 5*time.Second)
+	waiting := testkit.Request(key, 5*time.Second)
 	waiting.Wait = true
 	if _, err := head.Acquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("waiting request while held: got %v, want ErrLocked", err)
 	}
-	if _, err := other.Acquire(ctx, reqFor(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := other.Acquire(ctx, testkit.Request(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("TryLock while held: got %v, want ErrLocked", err)
 	}
 	waitQueued(t, key, 1) // the waiting request queued; the TryLock did not
@@ -168,7 +168,7 @@ func TestFreeLockGoesToQueueHead(t *testing.T) {
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Acquire(ctx, reqFor(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := other.Acquire(ctx, testkit.Request(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("TryLock of a free lock with a queued waiter: got %v, want ErrLocked", err)
 	}
 	l, err := head.Acquire(ctx, waiting)
@@ -188,8 +188,8 @@ func TestReleaseOnlyWakesQueueHead(t *testing.T) {
 	key := testkit.Key(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	ctx := ctxFor(t)
-	held := mustAcquire(t, holder, reqFor(key, 5*time.Second))
-	waiting := reqFor(key, 5*time.Second)
+	held := mustAcquire(t, holder, testkit.Request(key, 5*time.Second))
+	waiting := testkit.Request(key, 5*time.Second)
 	waiting.Wait = true
 	if _, err := head.Acquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("waiting request while held: got %v, want ErrLocked", err)
@@ -237,7 +237,7 @@ func TestStrangerRefusalRenewsQueueEntry(t *testing.T) {
 		if err := rdb.Set(ctx, n.lock, "stranger", pexpire).Err(); err != nil {
 			t.Fatal(err)
 		}
-		req := reqFor(key, ttl)
+		req := testkit.Request(key, ttl)
 		req.Wait = true
 		var expiries []string
 		for range 2 {

@@ -20,7 +20,7 @@ func TestServerRestart(t *testing.T) {
 	holder, waiter := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
 	key := testkit.Key(t)
 
-	before := mustAcquire(t, holder, reqFor(key, time.Minute))
+	before := mustAcquire(t, holder, testkit.Request(key, time.Minute))
 	sub, err := waiter.Subscribe(ctxFor(t), key)
 	if err != nil {
 		t.Fatal(err)
@@ -32,10 +32,7 @@ func TestServerRestart(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := server.Server.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := server.Server.Start(ctx); err != nil {
+	if err := server.Server.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -54,7 +51,7 @@ func TestServerRestart(t *testing.T) {
 	if !errors.Is(extendErr, driver.ErrNotHeld) {
 		t.Fatalf("Extend after a restart that lost the lock: got %v, want ErrNotHeld", extendErr)
 	}
-	after := mustAcquire(t, holder, reqFor(key, time.Minute))
+	after := mustAcquire(t, holder, testkit.Request(key, time.Minute))
 	if after.Token() <= before.Token() {
 		t.Fatalf("token after the restart %d, not above %d from before it", after.Token(), before.Token())
 	}

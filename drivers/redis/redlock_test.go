@@ -205,7 +205,7 @@ func (g *rlGroup) testMinorityDown(t *testing.T) {
 	// The driver: validity is the TTL, counted from the call's start, and
 	// the call waited for the paused master.
 	started := time.Now()
-	probe, err := r.Acquire(ctxFor(t), reqFor(testkit.Key(t), 2*time.Second))
+	probe, err := r.Acquire(ctxFor(t), testkit.Request(testkit.Key(t), 2*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire with 2 of 5 masters down: %v", err)
 	}
@@ -259,7 +259,7 @@ func (g *rlGroup) testMajorityDown(t *testing.T) {
 	g.down(t, true, 0, 2)
 	g.down(t, false, 4)
 	key := testkit.Key(t)
-	req := reqFor(key, 2*time.Second)
+	req := testkit.Request(key, 2*time.Second)
 	_, err := r.Acquire(ctxFor(t), req)
 	if err == nil || errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("Acquire with 3 of 5 masters down: got %v, want an error other than ErrLocked", err)
@@ -279,7 +279,7 @@ func (g *rlGroup) testSlowMajority(t *testing.T) {
 	r := g.open(t, "?node_timeout=300ms")
 	g.down(t, true, 0) // the acquisition waits 300 ms for it
 	key := testkit.Key(t)
-	req := reqFor(key, 100*time.Millisecond)
+	req := testkit.Request(key, 100*time.Millisecond)
 	_, err := r.Acquire(ctxFor(t), req)
 	if err == nil || errors.Is(err, driver.ErrLocked) || !strings.Contains(err.Error(), "TTL") {
 		t.Fatalf("Acquire outliving its TTL: got %v, want an error saying the validity ran out", err)
@@ -300,7 +300,7 @@ func (g *rlGroup) testTokensAcrossMasters(t *testing.T) {
 	if err := g.raw[4].Set(ctxFor(t), n.fence(), strconv.FormatUint(ahead, 10), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	first := mustAcquireRL(t, r, reqFor(key, 5*time.Second))
+	first := mustAcquireRL(t, r, testkit.Request(key, 5*time.Second))
 	if first.Token() != ahead+1 {
 		t.Fatalf("token %d, want the highest issued, %d", first.Token(), ahead+1)
 	}
@@ -313,7 +313,7 @@ func (g *rlGroup) testTokensAcrossMasters(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.down(t, false, 4) // the master with the high counter is gone
-	second := mustAcquireRL(t, r, reqFor(key, 5*time.Second))
+	second := mustAcquireRL(t, r, testkit.Request(key, 5*time.Second))
 	if second.Token() <= first.Token() {
 		t.Fatalf("token %d on another majority after %d: not increasing", second.Token(), first.Token())
 	}

@@ -113,7 +113,7 @@ func TestOpenOwnsClient(t *testing.T) {
 	if d.prefix != "owned:" || !d.owned {
 		t.Fatalf("open: prefix %q owned %v", d.prefix, d.owned)
 	}
-	l, err := d.Acquire(ctx, reqFor(testkit.Key(t), time.Second))
+	l, err := d.Acquire(ctx, testkit.Request(testkit.Key(t), time.Second))
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"encoding/hex"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock/driver"
 )
 
 // ContextFor returns a function that gives a test step a context bounded
@@ -40,4 +42,27 @@ func NewID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return hex.EncodeToString(b[:])
+}
+
+// Request returns a request for key shaped as the core makes them: a fresh
+// ID ([NewID]), ttl, an exclusive lock, no waiting.
+func Request(key string, ttl time.Duration) driver.Request {
+	return driver.Request{Key: key, ID: NewID(), TTL: ttl}
+}
+
+// MustAcquire takes req on d, bounded by ctx, or fails tb.
+func MustAcquire(tb testing.TB, ctx context.Context, d driver.Driver, req driver.Request) driver.Lease {
+	tb.Helper()
+	l, err := d.Acquire(ctx, req)
+	if err != nil {
+		tb.Fatalf("Acquire(%q): %v", req.Key, err)
+	}
+	return l
+}
+
+// Blocking returns req asking to wait in the backend's queue
+// (driver.Request.Block).
+func Blocking(req driver.Request) driver.Request {
+	req.Block = true
+	return req
 }
