@@ -93,13 +93,7 @@ func StartEtcdCluster(ctx context.Context, size int) (*EtcdCluster, error) {
 }
 
 // Addrs returns the members' published client addresses, "127.0.0.1:PORT".
-func (c *EtcdCluster) Addrs() []string {
-	addrs := make([]string, len(c.Members))
-	for i, m := range c.Members {
-		addrs[i] = m.Addr()
-	}
-	return addrs
-}
+func (c *EtcdCluster) Addrs() []string { return addrsOf(c.Members) }
 
 // Leader returns the index in Members of the member that the first member
 // to answer reports as the leader. Stopped or paused members are skipped.
@@ -142,14 +136,5 @@ func (c *EtcdCluster) Terminate(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
-	var errs []error
-	for _, m := range c.Members {
-		errs = append(errs, m.Terminate(ctx))
-	}
-	if c.network != nil {
-		if err := c.network.Remove(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("testserver: remove the etcd cluster's network: %w", err))
-		}
-	}
-	return errors.Join(errs...)
+	return terminateAll(ctx, c.Members, c.network)
 }

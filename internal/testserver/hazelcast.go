@@ -203,6 +203,13 @@ func pingHazelcast(ctx context.Context, addr string) error {
 // connectHazelcast starts a unisocket client of the member at addr, bounded
 // by ctx, with the library's logging off.
 func connectHazelcast(ctx context.Context, addr string) (*hazelcast.Client, error) {
+	return connectHazelcastWith(ctx, hazelcastProbeConfig(ctx, addr))
+}
+
+// hazelcastProbeConfig is the configuration of a unisocket client of the
+// member at addr, whose first connection ctx bounds, with the library's
+// logging off.
+func hazelcastProbeConfig(ctx context.Context, addr string) hazelcast.Config {
 	cfg := hazelcast.NewConfig()
 	cfg.Cluster.Name = HazelcastCluster
 	cfg.Cluster.Unisocket = true
@@ -212,6 +219,12 @@ func connectHazelcast(ctx context.Context, addr string) (*hazelcast.Client, erro
 		// Without a timeout the client retries its first connection forever.
 		cfg.Cluster.ConnectionStrategy.Timeout = types.Duration(max(time.Until(deadline), time.Millisecond))
 	}
+	return cfg
+}
+
+// connectHazelcastWith starts a client with cfg, bounded by ctx.
+func connectHazelcastWith(ctx context.Context, cfg hazelcast.Config) (*hazelcast.Client, error) {
+	addr := strings.Join(cfg.Cluster.Network.Addresses, ",")
 	client, err := hazelcast.StartNewClientWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("hazelcast client connect to %s: %w", addr, err)

@@ -2,16 +2,13 @@ package testserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/hazelcast/hazelcast-go-client"
 	"github.com/hazelcast/hazelcast-go-client/cluster"
-	"github.com/hazelcast/hazelcast-go-client/logger"
 	"github.com/hazelcast/hazelcast-go-client/types"
 	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
@@ -53,18 +50,13 @@ func StartHazelcastCluster(ctx context.Context, n int) (*HazelcastClusterOf, err
 	if err != nil {
 		return nil, err
 	}
-	c := &HazelcastClusterOf{network: nw, Members: make([]*Server, n)}
+	c := &HazelcastClusterOf{network: nw}
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("hz%d", i+1)
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() { c.Members[i], errs[i] = startHazelcastMember(ctx, nw, names, i) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	c.Members, err = startEach(n, func(i int) (*Server, error) { return startHazelcastMember(ctx, nw, names, i) })
+	if err != nil {
 		_ = c.Terminate(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -101,13 +93,7 @@ func startHazelcastMember(ctx context.Context, nw *testcontainers.DockerNetwork,
 }
 
 // Addrs returns the members' addresses on the host, in order.
-func (c *HazelcastClusterOf) Addrs() []string {
-	addrs := make([]string, len(c.Members))
-	for i, s := range c.Members {
-		addrs[i] = s.Addr()
-	}
-	return addrs
-}
+func (c *HazelcastClusterOf) Addrs() []string { return addrsOf(c.Members) }
 
 // WaitMembers waits until member i sees a cluster of n members (itself
 // included), as a new client of it learns from it, or ctx ends.
@@ -139,22 +125,15 @@ func (c *HazelcastClusterOf) WaitMembers(ctx context.Context, i, n int) error {
 func HazelcastMemberCount(ctx context.Context, addr string) (int, error) {
 	var mu sync.Mutex
 	members := map[types.UUID]bool{}
-	cfg := hazelcast.NewConfig()
-	cfg.Cluster.Name = HazelcastCluster
-	cfg.Cluster.Unisocket = true
-	cfg.Cluster.Network.SetAddresses(addr)
-	cfg.Logger.Level = logger.OffLevel
-	if deadline, ok := ctx.Deadline(); ok {
-		cfg.Cluster.ConnectionStrategy.Timeout = types.Duration(max(time.Until(deadline), time.Millisecond))
-	}
+	cfg := hazelcastProbeConfig(ctx, addr)
 	cfg.AddMembershipListener(func(e cluster.MembershipStateChanged) {
 		mu.Lock()
 		defer mu.Unlock()
 		members[e.Member.UUID] = e.State == cluster.MembershipStateAdded
 	})
-	client, err := hazelcast.StartNewClientWithConfig(ctx, cfg)
+	client, err := connectHazelcastWith(ctx, cfg)
 	if err != nil {
-		return 0, fmt.Errorf("hazelcast client connect to %s: %w", addr, err)
+		return 0, err
 	}
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -207,14 +186,5 @@ func (c *HazelcastClusterOf) exec(ctx context.Context, i int, script string) err
 
 // Terminate removes every member and the network.
 func (c *HazelcastClusterOf) Terminate(ctx context.Context) error {
-	var errs []error
-	for _, s := range c.Members {
-		if s != nil {
-			errs = append(errs, s.Terminate(ctx))
-		}
-	}
-	if c.network != nil {
-		errs = append(errs, c.network.Remove(ctx))
-	}
-	return errors.Join(errs...)
+	return terminateAll(ctx, c.Members, c.network)
 }

@@ -3,13 +3,11 @@ package testserver
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,14 +45,10 @@ func StartRedisCluster(ctx context.Context, n int) (*RedisCluster, error) {
 	// when it reports cluster_state:ok, so that Start returns once a
 	// restarted node serves its slots again.
 	formed := new(atomic.Bool)
-	c := &RedisCluster{Nodes: make([]*Server, n)}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { c.Nodes[i], errs[i] = startClusterNode(ctx, i, formed) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	c := &RedisCluster{}
+	var err error
+	c.Nodes, err = startEach(n, func(i int) (*Server, error) { return startClusterNode(ctx, i, formed) })
+	if err != nil {
 		_ = c.Terminate(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -71,11 +65,7 @@ func StartRedisCluster(ctx context.Context, n int) (*RedisCluster, error) {
 		return nil, fmt.Errorf("testserver: redis-cli --cluster create: %w", err)
 	}
 	formed.Store(true)
-	for i, s := range c.Nodes {
-		wg.Go(func() { errs[i] = s.waitReady(ctx) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := c.Each(ctx, (*Server).waitReady); err != nil {
 		_ = c.Terminate(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -195,15 +185,7 @@ func clusterStateOK(ctx context.Context, addr string) error {
 }
 
 // Addrs returns the nodes' addresses, "127.0.0.1:PORT", in order.
-func (c *RedisCluster) Addrs() []string {
-	addrs := make([]string, 0, len(c.Nodes))
-	for _, s := range c.Nodes {
-		if s != nil {
-			addrs = append(addrs, s.Addr())
-		}
-	}
-	return addrs
-}
+func (c *RedisCluster) Addrs() []string { return addrsOf(c.Nodes) }
 
 // URL returns the dlock URL of the cluster, "redis+cluster://ADDR,ADDR,...".
 func (c *RedisCluster) URL() string {

@@ -2,11 +2,9 @@ package testserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
@@ -32,20 +30,13 @@ func StartZooKeeperEnsemble(ctx context.Context, n int) (*ZooKeeperEnsemble, err
 	if err != nil {
 		return nil, err
 	}
-	e := &ZooKeeperEnsemble{network: nw, Members: make([]*Server, n)}
+	e := &ZooKeeperEnsemble{network: nw}
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("zk%d", i+1)
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() {
-			e.Members[i], errs[i] = startMember(ctx, nw, names, i)
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	e.Members, err = startEach(n, func(i int) (*Server, error) { return startMember(ctx, nw, names, i) })
+	if err != nil {
 		_ = e.Terminate(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -87,14 +78,5 @@ func (e *ZooKeeperEnsemble) Leader(ctx context.Context) int {
 
 // Terminate removes every member and the network.
 func (e *ZooKeeperEnsemble) Terminate(ctx context.Context) error {
-	var errs []error
-	for _, s := range e.Members {
-		if s != nil {
-			errs = append(errs, s.Terminate(ctx))
-		}
-	}
-	if e.network != nil {
-		errs = append(errs, e.network.Remove(ctx))
-	}
-	return errors.Join(errs...)
+	return terminateAll(ctx, e.Members, e.network)
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/testcontainers/testcontainers-go"
+
 	"github.com/dlock-go/dlock/conformance"
 )
 
@@ -59,4 +61,38 @@ func eachFaults(each func(context.Context, func(*Server, context.Context) error)
 			return each(ctx, (*Server).Start)
 		},
 	}
+}
+
+// startEach starts n servers at once, server i with start(i), and joins the
+// errors. A server that did not start is nil; the caller terminates those
+// that did.
+func startEach(n int, start func(i int) (*Server, error)) ([]*Server, error) {
+	servers := make([]*Server, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { servers[i], errs[i] = start(i) })
+	}
+	wg.Wait()
+	return servers, errors.Join(errs...)
+}
+
+// addrsOf returns the addresses of servers, nil ones left out, in order.
+func addrsOf(servers []*Server) []string {
+	addrs := make([]string, 0, len(servers))
+	for _, s := range servers {
+		if s != nil {
+			addrs = append(addrs, s.Addr())
+		}
+	}
+	return addrs
+}
+
+// terminateAll terminates servers, and then removes nw when it is not nil.
+func terminateAll(ctx context.Context, servers []*Server, nw *testcontainers.DockerNetwork) error {
+	err := eachServer(ctx, servers, (*Server).Terminate)
+	if nw != nil {
+		err = errors.Join(err, nw.Remove(ctx))
+	}
+	return err
 }
