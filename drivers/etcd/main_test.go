@@ -13,14 +13,11 @@ import (
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
-// server is the etcd cluster of this package's tests: one single-member
-// container started by TestMain, or the cluster DLOCK_TEST_ETCD_URL names.
+// server is the etcd cluster of this package's tests: a container that
+// TestMain starts for the whole package (testserver.Main), or the one
+// DLOCK_TEST_ETCD_URL names.
 var server testserver.Target
 
-// TestMain starts one etcd container for the whole package (or uses
-// DLOCK_TEST_ETCD_URL) and terminates it after the tests. Without a Docker
-// engine the server tests skip, saying why, unless DLOCK_REQUIRE_CONTAINERS=1
-// makes that a failure.
 func TestMain(m *testing.M) { testserver.Main(m, testserver.EtcdTarget, &server) }
 
 // ctxFor returns a context bounded for one test step.

@@ -168,30 +168,15 @@ func TestCoreOverDriver(t *testing.T) {
 	if left := time.Until(l1.Deadline()); left > 2900*time.Millisecond || left < 2*time.Second {
 		t.Errorf("deadline %v away, want just under the 2.9 s a 5 s TTL is guaranteed", left)
 	}
-	got := make(chan dlock.Lease, 1)
-	errc := make(chan error, 1)
-	go func() {
-		l, err := m2.Lock(ctxFor(t))
-		if err != nil {
-			errc <- err
-			return
-		}
-		got <- l
-	}()
+	waiter := testkit.Go(func() (dlock.Lease, error) { return m2.Lock(ctxFor(t)) })
 	if err := l1.Unlock(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case l2 := <-got:
-		if l2.Token() <= l1.Token() {
-			t.Errorf("token %d after %d", l2.Token(), l1.Token())
-		}
-		if err := l2.Unlock(ctxFor(t)); err != nil {
-			t.Fatal(err)
-		}
-	case err := <-errc:
-		t.Fatalf("waiter's Lock: %v", err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter did not get the lock")
+	l2 := waiter.Within(t, 5*time.Second, "the waiter's Lock")
+	if l2.Token() <= l1.Token() {
+		t.Errorf("token %d after %d", l2.Token(), l1.Token())
+	}
+	if err := l2.Unlock(ctxFor(t)); err != nil {
+		t.Fatal(err)
 	}
 }

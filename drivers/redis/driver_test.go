@@ -554,34 +554,19 @@ func TestCoreOverDriver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan dlock.Lease, 1)
-	errc := make(chan error, 1)
-	go func() {
-		l, err := m2.Lock(ctxFor(t))
-		if err != nil {
-			errc <- err
-			return
-		}
-		got <- l
-	}()
+	waiter := testkit.Go(func() (dlock.Lease, error) { return m2.Lock(ctxFor(t)) })
 	time.Sleep(50 * time.Millisecond) // let the waiter block
 	start := time.Now()
 	if err := l1.Unlock(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case l2 := <-got:
-		t.Logf("handoff to a blocked waiter took %v", time.Since(start))
-		if l2.Token() <= l1.Token() {
-			t.Errorf("token %d after %d", l2.Token(), l1.Token())
-		}
-		if err := l2.Unlock(ctxFor(t)); err != nil {
-			t.Fatal(err)
-		}
-	case err := <-errc:
-		t.Fatalf("waiter's Lock: %v", err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter did not get the lock")
+	l2 := waiter.Within(t, 5*time.Second, "the waiter's Lock")
+	t.Logf("handoff to a blocked waiter took %v", time.Since(start))
+	if l2.Token() <= l1.Token() {
+		t.Errorf("token %d after %d", l2.Token(), l1.Token())
+	}
+	if err := l2.Unlock(ctxFor(t)); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -10,14 +10,11 @@ import (
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
-// server is the Redis server of this package's tests: one container started
-// by TestMain, or the server DLOCK_TEST_REDIS_URL names.
+// server is the Redis server of this package's tests: a container that
+// TestMain starts for the whole package (testserver.Main), or the one
+// DLOCK_TEST_REDIS_URL names.
 var server testserver.Target
 
-// TestMain starts one Redis container for the whole package (or uses
-// DLOCK_TEST_REDIS_URL) and terminates it after the tests. Without a Docker
-// engine the server tests skip, saying why, unless DLOCK_REQUIRE_CONTAINERS=1
-// makes that a failure.
 func TestMain(m *testing.M) { testserver.Main(m, testserver.RedisTarget, &server) }
 
 // ctxFor returns a context bounded for one test step.

@@ -12,15 +12,11 @@ import (
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
-// server is the ZooKeeper server of this package's tests: one standalone
-// container started by TestMain, or the ensemble DLOCK_TEST_ZOOKEEPER_URL
-// names.
+// server is the ZooKeeper server of this package's tests: a container that
+// TestMain starts for the whole package (testserver.Main), or the one
+// DLOCK_TEST_ZOOKEEPER_URL names.
 var server testserver.Target
 
-// TestMain starts one ZooKeeper container for the whole package (or uses
-// DLOCK_TEST_ZOOKEEPER_URL) and terminates it after the tests. Without a
-// Docker engine the server tests skip, saying why, unless
-// DLOCK_REQUIRE_CONTAINERS=1 makes that a failure.
 func TestMain(m *testing.M) { testserver.Main(m, testserver.ZooKeeperTarget, &server) }
 
 // ctxFor returns a context bounded for one test step.

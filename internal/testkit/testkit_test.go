@@ -57,3 +57,12 @@ func TestRefusesURLs(t *testing.T) {
 		t.Errorf("parsed %v, want the two URLs net/url accepts", calls)
 	}
 }
+
+func TestPendingReturnsTheOutcome(t *testing.T) {
+	release := make(chan struct{})
+	p := Go(func() (int, error) { <-release; return 7, nil })
+	close(release)
+	if got := p.Within(t, time.Minute, "the call"); got != 7 {
+		t.Fatalf("Within = %d, want 7", got)
+	}
+}
