@@ -13,35 +13,24 @@ import (
 )
 
 func TestParseURL(t *testing.T) {
-	for _, tc := range []struct {
-		url       string
-		endpoints []string
-		prefix    string
-		ttl       time.Duration
-		user      string
-	}{
-		{"etcd://localhost", []string{"localhost:2379"}, DefaultPrefix, DefaultSessionTTL, ""},
-		{"etcd://h1:2379,h2:2380,h3:2381/myapp?ttl=10s", []string{"h1:2379", "h2:2380", "h3:2381"}, "myapp", 10 * time.Second, ""},
-		{"etcd://h1,h2,h3:2381", []string{"h1:2379", "h2:2379", "h3:2381"}, DefaultPrefix, DefaultSessionTTL, ""},
-		{"etcd://h1,h2,h3/myapp?ttl=10s", []string{"h1:2379", "h2:2379", "h3:2379"}, "myapp", 10 * time.Second, ""},
-		{"ETCD://[::1]:2379/", []string{"[::1]:2379"}, DefaultPrefix, DefaultSessionTTL, ""},
-		{"etcd://[::1]/a/b?ttl=1m", []string{"[::1]:2379"}, "a/b", time.Minute, ""},
-		{"etcd://h//abs", []string{"h:2379"}, "/abs", DefaultSessionTTL, ""},
-		{"etcd://alice:s%40cret@h", []string{"h:2379"}, DefaultPrefix, DefaultSessionTTL, "alice"},
-	} {
-		cfg, o, err := parseURL(testkit.URL(t, tc.url))
-		if err != nil {
-			t.Errorf("%s: %v", tc.url, err)
-			continue
-		}
-		if strings.Join(cfg.Endpoints, " ") != strings.Join(tc.endpoints, " ") || o.prefix != tc.prefix || o.ttl != tc.ttl || cfg.Username != tc.user {
-			t.Errorf("%s: endpoints %v prefix %q ttl %v user %q; want %v %q %v %q",
-				tc.url, cfg.Endpoints, o.prefix, o.ttl, cfg.Username, tc.endpoints, tc.prefix, tc.ttl, tc.user)
-		}
-		if tc.user != "" && cfg.Password != "s@cret" {
-			t.Errorf("%s: password %q", tc.url, cfg.Password)
-		}
+	type parsed struct {
+		endpoints, prefix string
+		ttl               time.Duration
+		user, password    string
 	}
+	testkit.ParsesURLs(t, func(u *url.URL) (parsed, error) {
+		cfg, o, err := parseURL(u)
+		return parsed{strings.Join(cfg.Endpoints, " "), o.prefix, o.ttl, cfg.Username, cfg.Password}, err
+	}, map[string]parsed{
+		"etcd://localhost": {"localhost:2379", DefaultPrefix, DefaultSessionTTL, "", ""},
+		"etcd://h1:2379,h2:2380,h3:2381/myapp?ttl=10s": {"h1:2379 h2:2380 h3:2381", "myapp", 10 * time.Second, "", ""},
+		"etcd://h1,h2,h3:2381":                         {"h1:2379 h2:2379 h3:2381", DefaultPrefix, DefaultSessionTTL, "", ""},
+		"etcd://h1,h2,h3/myapp?ttl=10s":                {"h1:2379 h2:2379 h3:2379", "myapp", 10 * time.Second, "", ""},
+		"ETCD://[::1]:2379/":                           {"[::1]:2379", DefaultPrefix, DefaultSessionTTL, "", ""},
+		"etcd://[::1]/a/b?ttl=1m":                      {"[::1]:2379", "a/b", time.Minute, "", ""},
+		"etcd://h//abs":                                {"h:2379", "/abs", DefaultSessionTTL, "", ""},
+		"etcd://alice:s%40cret@h":                      {"h:2379", DefaultPrefix, DefaultSessionTTL, "alice", "s@cret"},
+	})
 }
 
 func TestBadURLs(t *testing.T) {

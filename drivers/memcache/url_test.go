@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/url"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,30 +14,24 @@ import (
 )
 
 func TestParseURL(t *testing.T) {
-	for _, c := range []struct {
-		url     string
-		servers []string
+	type parsed struct {
+		servers string
 		timeout time.Duration
 		idle    int
 		prefix  string
-	}{
-		{"memcache://localhost", []string{"localhost:11211"}, DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
-		{"memcached://10.0.0.1:11311/", []string{"10.0.0.1:11311"}, DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
-		{"MEMCACHE://a:1,b,c:3", []string{"a:1", "b:11211", "c:3"}, DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
-		{"memcache://[::1]", []string{"[::1]:11211"}, DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
-		{"memcache://[::1]:11212", []string{"[::1]:11212"}, DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
-		{"memcache://h?timeout=2s&max_idle_conns=32&key_prefix=app:", []string{"h:11211"}, 2 * time.Second, 32, "app:"},
-		{"memcache://h?key_prefix=", []string{"h:11211"}, DefaultTimeout, DefaultMaxIdleConns, ""},
-	} {
-		cfg, err := parseURL(testkit.URL(t, c.url))
-		if err != nil {
-			t.Errorf("parseURL(%q): %v", c.url, err)
-			continue
-		}
-		if !slices.Equal(cfg.servers, c.servers) || cfg.timeout != c.timeout || cfg.maxIdle != c.idle || cfg.opts.prefix != c.prefix {
-			t.Errorf("parseURL(%q) = %+v, want servers %v timeout %v idle %d prefix %q", c.url, cfg, c.servers, c.timeout, c.idle, c.prefix)
-		}
 	}
+	testkit.ParsesURLs(t, func(u *url.URL) (parsed, error) {
+		cfg, err := parseURL(u)
+		return parsed{strings.Join(cfg.servers, " "), cfg.timeout, cfg.maxIdle, cfg.opts.prefix}, err
+	}, map[string]parsed{
+		"memcache://localhost":        {"localhost:11211", DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
+		"memcached://10.0.0.1:11311/": {"10.0.0.1:11311", DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
+		"MEMCACHE://a:1,b,c:3":        {"a:1 b:11211 c:3", DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
+		"memcache://[::1]":            {"[::1]:11211", DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
+		"memcache://[::1]:11212":      {"[::1]:11212", DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
+		"memcache://h?timeout=2s&max_idle_conns=32&key_prefix=app:": {"h:11211", 2 * time.Second, 32, "app:"},
+		"memcache://h?key_prefix=":                                  {"h:11211", DefaultTimeout, DefaultMaxIdleConns, ""},
+	})
 }
 
 func TestParseURLRejects(t *testing.T) {

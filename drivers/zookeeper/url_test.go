@@ -12,30 +12,24 @@ import (
 )
 
 func TestParseURL(t *testing.T) {
-	for raw, want := range map[string]struct {
-		servers string
-		base    string
-		timeout time.Duration
-	}{
+	type parsed struct {
+		servers, base string
+		timeout       time.Duration
+	}
+	testkit.ParsesURLs(t, func(u *url.URL) (parsed, error) {
+		servers, opts, err := parseURL(u)
+		o := defaultOptions()
+		if err == nil {
+			err = o.apply(opts)
+		}
+		return parsed{strings.Join(servers, " "), o.base, o.sessionTimeout}, err
+	}, map[string]parsed{
 		"zk://h1":                                    {"h1:2181", DefaultBasePath, DefaultSessionTimeout},
 		"zk://h1:2182,h2,h3:1/":                      {"h1:2182 h2:2181 h3:1", DefaultBasePath, DefaultSessionTimeout},
 		"zk://h1/apps/locks?session_timeout=3s":      {"h1:2181", "/apps/locks", 3 * time.Second},
 		"ZK://[::1]:2181/x":                          {"[::1]:2181", "/x", DefaultSessionTimeout},
 		"zk://10.0.0.1,10.0.0.2/?session_timeout=1m": {"10.0.0.1:2181 10.0.0.2:2181", DefaultBasePath, time.Minute},
-	} {
-		servers, opts, err := parseURL(testkit.URL(t, raw))
-		if err != nil {
-			t.Errorf("parseURL(%q): %v", raw, err)
-			continue
-		}
-		o := defaultOptions()
-		if err := o.apply(opts); err != nil {
-			t.Fatal(err)
-		}
-		if got := strings.Join(servers, " "); got != want.servers || o.base != want.base || o.sessionTimeout != want.timeout {
-			t.Errorf("parseURL(%q) = %q, base %q, timeout %v; want %q, %q, %v", raw, got, o.base, o.sessionTimeout, want.servers, want.base, want.timeout)
-		}
-	}
+	})
 }
 
 func TestParseURLErrors(t *testing.T) {

@@ -2,7 +2,9 @@ package testkit
 
 import (
 	"errors"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,6 +19,24 @@ func URL(tb testing.TB, raw string) *url.URL {
 		tb.Fatalf("url.Parse(%q): %v", raw, err)
 	}
 	return u
+}
+
+// ParsesURLs checks parse, a driver's URL parser, on URLs it must accept:
+// for each URL of want, in order, parse must succeed and return what want
+// says. parse returns the parts of the parser's result that the test checks,
+// as a comparable value (a struct of the test's own).
+func ParsesURLs[P comparable](t *testing.T, parse func(*url.URL) (P, error), want map[string]P) {
+	t.Helper()
+	for _, raw := range slices.Sorted(maps.Keys(want)) {
+		got, err := parse(URL(t, raw))
+		if err != nil {
+			t.Errorf("parse(%q): %v", raw, err)
+			continue
+		}
+		if got != want[raw] {
+			t.Errorf("parse(%q) = %+v, want %+v", raw, got, want[raw])
+		}
+	}
 }
 
 // RefusesURLs checks that parse, a driver's URL parser, refuses every URL of
