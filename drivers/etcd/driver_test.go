@@ -179,19 +179,11 @@ func TestLockRidesOutPartition(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = pcli.Close() })
 	waiter := newTestDriver(t, pcli)
-	c, err := dlock.New(waiter, dlock.WithTTL(testTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c := testkit.Client(t, waiter, dlock.WithTTL(testTTL))
 	key := testkit.Key(t)
 	// The holder holds through a Client, which renews its lock for as
 	// long as the case needs.
-	hc, err := dlock.New(holder, dlock.WithTTL(testTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hc.Close(context.Background())
+	hc := testkit.Client(t, holder, dlock.WithTTL(testTTL))
 	hm, err := hc.Mutex(key)
 	if err != nil {
 		t.Fatal(err)
@@ -317,11 +309,7 @@ func TestOverwrittenKeyIsNotOurs(t *testing.T) {
 func TestLostSignal(t *testing.T) {
 	t.Run("key deleted", func(t *testing.T) {
 		cli := newCli(t)
-		c, err := dlock.New(newTestDriver(t, cli), dlock.WithTTL(testTTL))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close(context.Background())
+		c := testkit.Client(t, newTestDriver(t, cli), dlock.WithTTL(testTTL))
 		key := testkit.Key(t)
 		m, _ := c.Mutex(key)
 		l, err := m.Lock(ctxFor(t))
@@ -409,11 +397,7 @@ func TestLostSignal(t *testing.T) {
 }
 
 func TestMutexTTLBoundedBySession(t *testing.T) {
-	c, err := dlock.New(newTestDriver(t, newCli(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c := testkit.Client(t, newTestDriver(t, newCli(t)))
 	if _, err := c.Mutex("k", dlock.WithTTL(testTTL+time.Millisecond)); !errors.Is(err, dlock.ErrInvalidTTL) {
 		t.Errorf("a TTL over the session's: %v, want ErrInvalidTTL", err)
 	}

@@ -29,11 +29,7 @@ import (
 func BenchmarkUncontended(b *testing.B) {
 	var w wire
 	mc := w.client(b, server.URL)
-	c, err := dlock.New(newTestDriver(b, mc), dlock.WithTTL(15*time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c := testkit.Client(b, newTestDriver(b, mc), dlock.WithTTL(15*time.Second))
 	key := testkit.Key(b)
 	m, err := c.Mutex(key)
 	if err != nil {
@@ -90,11 +86,7 @@ func BenchmarkHandoff(b *testing.B) {
 			key := testkit.Key(b)
 			lockers := make([]func(context.Context) (func(), error), workers)
 			for i := range lockers {
-				c, err := dlock.New(newTestDriver(b, w.client(b, server.URL)), dlock.WithTTL(15*time.Second))
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = c.Close(context.Background()) })
+				c := testkit.Client(b, newTestDriver(b, w.client(b, server.URL)), dlock.WithTTL(15*time.Second))
 				m, err := c.Mutex(key)
 				if err != nil {
 					b.Fatal(err)

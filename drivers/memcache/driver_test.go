@@ -453,16 +453,8 @@ func TestKeyPrefixSeparatesLocks(t *testing.T) {
 // deadline, as it does here: see suiteTTL.)
 func TestExpiryAfterHolderVanishes(t *testing.T) {
 	holder := newTestDriver(t, newMC(t))
-	ca, err := dlock.New(holder, dlock.WithTTL(testTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ca.Close(context.Background())
-	cb, err := dlock.New(newTestDriver(t, newMC(t)), dlock.WithTTL(testTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cb.Close(context.Background())
+	ca := testkit.Client(t, holder, dlock.WithTTL(testTTL))
+	cb := testkit.Client(t, newTestDriver(t, newMC(t)), dlock.WithTTL(testTTL))
 	key := testkit.Key(t)
 	ma, _ := ca.Mutex(key)
 	mb, _ := cb.Mutex(key)

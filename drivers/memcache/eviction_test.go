@@ -92,11 +92,7 @@ func TestEvictionLosesLock(t *testing.T) {
 	// Through the core: the lost signal fires at the renewal after the
 	// eviction. Renewal reads and rewrites the item, which protects it in
 	// memcached's LRU, so fill until it is gone.
-	c, err := dlock.New(newTestDriver(t, newMCAt(t, url)), dlock.WithTTL(testTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c := testkit.Client(t, newTestDriver(t, newMCAt(t, url)), dlock.WithTTL(testTTL))
 	m, err := c.Mutex(key)
 	if err != nil {
 		t.Fatal(err)

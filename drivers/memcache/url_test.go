@@ -130,16 +130,8 @@ func TestPingMemcached(t *testing.T) {
 // TTL rules are its own, and a waiter gets the lock after a release.
 func TestCoreOverDriver(t *testing.T) {
 	mc := newMC(t)
-	c1, err := dlock.New(newTestDriver(t, mc), dlock.WithTTL(testTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c1.Close(context.Background())
-	c2, err := dlock.New(newTestDriver(t, newMC(t)), dlock.WithTTL(testTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close(context.Background())
+	c1 := testkit.Client(t, newTestDriver(t, mc), dlock.WithTTL(testTTL))
+	c2 := testkit.Client(t, newTestDriver(t, newMC(t)), dlock.WithTTL(testTTL))
 
 	if _, err := c1.RWMutex(testkit.Key(t)); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("RWMutex: got %v, want ErrUnsupported", err)

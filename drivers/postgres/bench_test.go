@@ -33,13 +33,7 @@ import (
 
 func benchClient(b *testing.B, opts ...Option) *dlock.Client {
 	b.Helper()
-	d := newTestDriver(b, opts...)
-	c, err := dlock.New(d, dlock.WithTTL(15*time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = c.Close(context.Background()) })
-	return c
+	return testkit.Client(b, newTestDriver(b, opts...), dlock.WithTTL(15*time.Second))
 }
 
 func benchConn(b *testing.B) *pgx.Conn {

@@ -420,11 +420,7 @@ func TestCancelledContextLeavesNoKey(t *testing.T) {
 	}
 
 	// Through the core: a Lock cancelled while it waits leaves nothing.
-	c, err := dlock.New(newTestDriver(t, rdb))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c := testkit.Client(t, newTestDriver(t, rdb))
 	m, _ := c.Mutex(key)
 	held := mustAcquire(t, d, testkit.Request(key, 5*time.Second))
 	wctx, wcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -528,16 +524,8 @@ func TestKeyPrefixSeparatesLocks(t *testing.T) {
 
 func TestCoreOverDriver(t *testing.T) {
 	rdb := newRDB(t)
-	c1, err := dlock.New(newTestDriver(t, rdb), dlock.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c1.Close(context.Background())
-	c2, err := dlock.New(newTestDriver(t, newRDB(t)), dlock.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close(context.Background())
+	c1 := testkit.Client(t, newTestDriver(t, rdb), dlock.WithTTL(2*time.Second))
+	c2 := testkit.Client(t, newTestDriver(t, newRDB(t)), dlock.WithTTL(2*time.Second))
 
 	// The core finds read-write and reentrant locks.
 	if _, err := c1.RWMutex(testkit.Key(t)); err != nil {

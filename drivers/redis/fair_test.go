@@ -37,11 +37,7 @@ func waitQueued(t *testing.T, key string, n int64) {
 // and a TryLock does not jump the queue.
 func TestWaitingClientsServedInOrder(t *testing.T) {
 	newClient := func() *dlock.Client {
-		c, err := dlock.New(newTestDriver(t, newRDB(t)), dlock.WithTTL(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		c := testkit.Client(t, newTestDriver(t, newRDB(t)), dlock.WithTTL(5*time.Second))
 		return c
 	}
 	key := testkit.Key(t)
@@ -104,16 +100,8 @@ func TestWaitingClientsServedInOrder(t *testing.T) {
 // up until its entry lapses.
 func TestCancelledWaiterLeavesQueue(t *testing.T) {
 	key := testkit.Key(t)
-	c1, err := dlock.New(newTestDriver(t, newRDB(t)), dlock.WithTTL(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c1.Close(context.Background())
-	c2, err := dlock.New(newTestDriver(t, newRDB(t)), dlock.WithTTL(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close(context.Background())
+	c1 := testkit.Client(t, newTestDriver(t, newRDB(t)), dlock.WithTTL(5*time.Second))
+	c2 := testkit.Client(t, newTestDriver(t, newRDB(t)), dlock.WithTTL(5*time.Second))
 	m1, _ := c1.Mutex(key)
 	m2, _ := c2.Mutex(key)
 	held, err := m1.Lock(ctxFor(t))

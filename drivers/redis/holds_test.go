@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -265,11 +264,7 @@ func TestWaitingWriterHoldsOffNewReaders(t *testing.T) {
 func TestWriterNotStarvedByReaders(t *testing.T) {
 	rdb := newRDB(t)
 	newClient := func() *dlock.Client {
-		c, err := dlock.New(newTestDriver(t, newRDB(t)), dlock.WithTTL(2*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		c := testkit.Client(t, newTestDriver(t, newRDB(t)), dlock.WithTTL(2*time.Second))
 		return c
 	}
 	key := testkit.Key(t)

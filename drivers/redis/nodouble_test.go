@@ -85,11 +85,7 @@ func checkNoDoubleGrant(t *testing.T, newDriver func(t *testing.T) driver.Driver
 	)
 	stop := time.Now().Add(runFor)
 	for ci := range clients {
-		c, err := dlock.New(newDriver(t), dlock.WithTTL(noDoubleGrantTTL))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		c := testkit.Client(t, newDriver(t), dlock.WithTTL(noDoubleGrantTTL))
 		m, err := c.Mutex(key)
 		if err != nil {
 			t.Fatal(err)

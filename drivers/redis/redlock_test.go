@@ -196,11 +196,7 @@ func (g *rlGroup) testMinorityDown(t *testing.T) {
 	r := g.open(t, "?node_timeout=300ms")
 	g.down(t, true, 1)
 	g.down(t, false, 3)
-	c, err := dlock.New(r, dlock.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c := testkit.Client(t, r, dlock.WithTTL(2*time.Second))
 	key := testkit.Key(t)
 	// The driver: validity is the TTL, counted from the call's start, and
 	// the call waited for the paused master.

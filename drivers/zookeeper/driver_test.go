@@ -89,11 +89,7 @@ func TestTTLLimits(t *testing.T) {
 	if caps.MinTTL != 10*time.Second || caps.MaxTTL != 20*time.Second || caps.TTLReason == "" {
 		t.Errorf("Capabilities: MinTTL %v, MaxTTL %v, TTLReason %q; want 10s, 20s and a reason", caps.MinTTL, caps.MaxTTL, caps.TTLReason)
 	}
-	c, err := dlock.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(t.Context())
+	c := testkit.Client(t, d)
 	for ttl, ok := range map[time.Duration]bool{
 		time.Second: false, 9 * time.Second: false, 10 * time.Second: true, 15 * time.Second: true,
 		20 * time.Second: true, 21 * time.Second: false,

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -65,4 +66,16 @@ func MustAcquire(tb testing.TB, ctx context.Context, d driver.Driver, req driver
 func Blocking(req driver.Request) driver.Request {
 	req.Block = true
 	return req
+}
+
+// Client returns a dlock Client over d with opts, or fails tb; it is closed
+// when tb ends.
+func Client(tb testing.TB, d driver.Driver, opts ...dlock.Option) *dlock.Client {
+	tb.Helper()
+	c, err := dlock.New(d, opts...)
+	if err != nil {
+		tb.Fatalf("dlock.New: %v", err)
+	}
+	tb.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
 }
