@@ -125,3 +125,23 @@ func TestLinkedURL(t *testing.T) {
 		t.Errorf("the proxy of a failed open still listens on %s", addr)
 	}
 }
+
+// TestProxyURL checks that ProxyURL puts the proxy's address in place of
+// the one server a URL names, and refuses a URL that names several.
+func TestProxyURL(t *testing.T) {
+	server := echoServer(t)
+	proxied, p, err := ProxyURL("test://user:pw@" + server + "/db?x=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	if want := "test://user:pw@" + p.Addr() + "/db?x=1"; proxied != want {
+		t.Errorf("ProxyURL = %q, want %q", proxied, want)
+	}
+	for _, raw := range []string{"test://a:1,b:2/db", "test:///db", "test://[::1"} {
+		if _, p, err := ProxyURL(raw); err == nil {
+			_ = p.Close()
+			t.Errorf("ProxyURL(%q): no error", raw)
+		}
+	}
+}

@@ -295,9 +295,6 @@ func StartHazelcastFront(srv *Server) (*HazelcastFront, error) {
 // Addr is the address (host:port) clients dial to reach the member.
 func (f *HazelcastFront) Addr() string { return f.proxy.Addr() }
 
-// URL is the dlock URL of the member through the front ([HazelcastURL]).
-func (f *HazelcastFront) URL() string { return HazelcastURL(f.Addr()) }
-
 // Stop closes every connection through the front and refuses new ones, as
 // the member's host does when the member is gone, then stops the member
 // ([Server.Stop]). The front refuses first so that no client connects
