@@ -20,35 +20,30 @@ import (
 const secret = "s3cr3t-PW"
 
 func TestParseURLGood(t *testing.T) {
-	for _, c := range []struct {
-		url      string
-		addr     string
-		db       int
-		user     string
-		password string
-		tls      bool
-		prefix   string
-	}{
-		{url: "redis://localhost:6379/0", addr: "localhost:6379", prefix: DefaultKeyPrefix},
-		{url: "redis://host", addr: "host:6379", prefix: DefaultKeyPrefix},
-		{url: "redis://:" + secret + "@host/3", addr: "host:6379", db: 3, password: secret, prefix: DefaultKeyPrefix},
-		{url: "rediss://user:" + secret + "@host:6380/1?dial_timeout=3s", addr: "host:6380", db: 1, user: "user", password: secret, tls: true, prefix: DefaultKeyPrefix},
-		{url: "REDIS://[::1]:6379/2", addr: "[::1]:6379", db: 2, prefix: DefaultKeyPrefix},
-		{url: "redis://[fe80::1%25eth0]:7000", addr: "[fe80::1%eth0]:7000", prefix: DefaultKeyPrefix},
-		{url: "redis://host/0?key_prefix=app1:&max_retries=2", addr: "host:6379", prefix: "app1:"},
-		{url: "redis://host/0?key_prefix=", addr: "host:6379", prefix: ""},
-	} {
-		opt, o, err := parseURL(testkit.URL(t, c.url))
-		if err != nil {
-			t.Errorf("parseURL(%q): %v", c.url, err)
-			continue
-		}
-		if opt.Addr != c.addr || opt.DB != c.db || opt.Username != c.user || opt.Password != c.password ||
-			(opt.TLSConfig != nil) != c.tls || o.prefix != c.prefix || !opt.ContextTimeoutEnabled {
-			t.Errorf("parseURL(%q) = addr %q db %d user %q password %q TLS %v prefix %q context timeouts %v",
-				c.url, opt.Addr, opt.DB, opt.Username, opt.Password, opt.TLSConfig != nil, o.prefix, opt.ContextTimeoutEnabled)
-		}
+	type parsed struct {
+		addr               string
+		db                 int
+		user, password     string
+		tls                bool
+		prefix             string
+		contextTimeoutsOff bool
 	}
+	testkit.ParsesURLs(t, func(u *url.URL) (parsed, error) {
+		opt, o, err := parseURL(u)
+		if err != nil {
+			return parsed{}, err
+		}
+		return parsed{opt.Addr, opt.DB, opt.Username, opt.Password, opt.TLSConfig != nil, o.prefix, !opt.ContextTimeoutEnabled}, nil
+	}, map[string]parsed{
+		"redis://localhost:6379/0":       {addr: "localhost:6379", prefix: DefaultKeyPrefix},
+		"redis://host":                   {addr: "host:6379", prefix: DefaultKeyPrefix},
+		"redis://:" + secret + "@host/3": {addr: "host:6379", db: 3, password: secret, prefix: DefaultKeyPrefix},
+		"rediss://user:" + secret + "@host:6380/1?dial_timeout=3s": {addr: "host:6380", db: 1, user: "user", password: secret, tls: true, prefix: DefaultKeyPrefix},
+		"REDIS://[::1]:6379/2":                          {addr: "[::1]:6379", db: 2, prefix: DefaultKeyPrefix},
+		"redis://[fe80::1%25eth0]:7000":                 {addr: "[fe80::1%eth0]:7000", prefix: DefaultKeyPrefix},
+		"redis://host/0?key_prefix=app1:&max_retries=2": {addr: "host:6379", prefix: "app1:"},
+		"redis://host/0?key_prefix=":                    {addr: "host:6379", prefix: ""},
+	})
 }
 
 func TestParseURLBad(t *testing.T) {
