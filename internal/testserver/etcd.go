@@ -84,7 +84,10 @@ func StartEtcd(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return srv, srv.ready(ctx)
+	if err := srv.ready(ctx); err != nil {
+		return nil, err
+	}
+	return srv, nil
 }
 
 // EtcdTarget returns the etcd cluster the tests should use: the one named by

@@ -89,7 +89,10 @@ func startHazelcastMember(ctx context.Context, nw *testcontainers.DockerNetwork,
 	if err != nil {
 		return nil, err
 	}
-	return s, s.ready(ctx)
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Addrs returns the members' addresses on the host, in order.

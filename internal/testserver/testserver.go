@@ -188,7 +188,10 @@ func Start(ctx context.Context, spec Spec) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s, s.ready(ctx)
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // prepare checks that a Docker engine answers and that image is present, and
