@@ -88,7 +88,7 @@ type Harness struct {
 	// NewLinkedDriver, when set, returns a new client like NewDriver's whose
 	// every connection to the backend goes through a link of its own, which
 	// the suite can cut and restore (a TCP proxy per client, such as
-	// internal/testserver's Proxy). It enables the partition cases. The
+	// containerfaults.Proxy). It enables the partition cases. The
 	// suite restores, then closes, every link it is given, after closing
 	// its driver.
 	NewLinkedDriver func(ctx context.Context) (driver.Driver, Link, error)

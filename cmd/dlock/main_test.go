@@ -15,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -75,10 +76,6 @@ func dlockRun(t *testing.T, args ...string) result {
 	return wait(t, cmd, stdout, stderr)
 }
 
-func testKey(t *testing.T) string {
-	return "cmd-test/" + t.Name() + "/" + time.Now().Format("150405.000000000")
-}
-
 // hold takes key through the library, as another host would.
 func hold(t *testing.T, key string, opts ...dlock.Option) (dlock.Lease, *dlock.Client) {
 	t.Helper()
@@ -128,7 +125,7 @@ func readFile(t *testing.T, path string) string {
 func TestRunExcludesAcrossProcesses(t *testing.T) {
 	server.Need(t)
 	dir := t.TempDir()
-	key := testKey(t)
+	key := testkit.Key(t)
 	script := `mkdir "$D/inside" || echo overlap >> "$D/violations"; echo "$DLOCK_TOKEN" >> "$D/tokens"; sleep 0.2; rmdir "$D/inside"`
 	var cmds []*exec.Cmd
 	var outs []*bytes.Buffer
@@ -164,7 +161,7 @@ func TestRunExcludesAcrossProcesses(t *testing.T) {
 
 func TestRunBusy(t *testing.T) {
 	server.Need(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	hold(t, key)
 	if r := dlockRun(t, "run", "--url", server.URL, "--key", key, "--no-wait", "--", "true"); r.code != exitBusy {
 		t.Errorf("--no-wait on a held lock: exit %d (%s), want %d", r.code, r.stderr, exitBusy)
@@ -183,7 +180,7 @@ func TestRunBusy(t *testing.T) {
 // is dlock's.
 func TestRunEnvironmentAndStatus(t *testing.T) {
 	server.Need(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	r := dlockRun(t, "run", "--url", server.URL, "--key", key, "--", "sh", "-c", `echo "$DLOCK_KEY $DLOCK_BACKEND $DLOCK_TOKEN"; exit 7`)
 	if r.code != 7 {
 		t.Errorf("exit %d (%s), want the command's 7", r.code, r.stderr)
@@ -203,7 +200,7 @@ func TestRunEnvironmentAndStatus(t *testing.T) {
 func TestRunForwardsSignals(t *testing.T) {
 	server.Need(t)
 	dir := t.TempDir()
-	cmd, stdout, stderr := dlockCmd(t, "run", "--url", server.URL, "--key", testKey(t), "--", "sh", "-c",
+	cmd, stdout, stderr := dlockCmd(t, "run", "--url", server.URL, "--key", testkit.Key(t), "--", "sh", "-c",
 		`trap 'echo usr1 > "$D/got"; exit 5' USR1; touch "$D/ready"; while :; do sleep 0.05; done`)
 	cmd.Env = append(cmd.Env, "D="+dir)
 	if err := cmd.Start(); err != nil {
@@ -228,7 +225,7 @@ func TestRunLostLock(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			key := testKey(t)
+			key := testkit.Key(t)
 			cmd, stdout, stderr := dlockCmd(t, "run", "--url", server.URL, "--key", key, "--ttl", "1s", "--grace", "500ms", "--", "sh", "-c", script)
 			cmd.Env = append(cmd.Env, "D="+dir)
 			if err := cmd.Start(); err != nil {
@@ -296,7 +293,7 @@ func TestUsageErrors(t *testing.T) {
 
 func TestInspect(t *testing.T) {
 	server.Need(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	var stdout, stderr bytes.Buffer
 	if code := run(t.Context(), []string{"inspect", "--url", server.URL, "--key", key}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "not held") {
 		t.Errorf("free lock: exit %d, %q %q", code, stdout.String(), stderr.String())

@@ -16,6 +16,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/benchkit"
 	"github.com/dlock-go/dlock/internal/benchtargets"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // Benchmarks against the real server, figures not assertions. Targets: at
@@ -176,7 +177,7 @@ func BenchmarkVersusMutex(b *testing.B) {
 
 	b.Run("Uncontended", func(b *testing.B) {
 		for b.Loop() {
-			key := testKey(b)
+			key := testkit.Key(b)
 			dl, closeD := dlockImpl.make(b, key, 1, 1)
 			mu, closeM := mutexImpl.make(b, key, 1, 1)
 			once(b, ctx, dl[0]) // the session grant
@@ -271,7 +272,7 @@ func once(b *testing.B, ctx context.Context, c contender) {
 // requests per critical section.
 func handoff(b *testing.B, im impl, waiters, rounds int, metrics string) ([]time.Duration, float64) {
 	ctx := context.Background()
-	cs, closeAll := im.make(b, testKey(b), waiters+1, waiters+1)
+	cs, closeAll := im.make(b, testkit.Key(b), waiters+1, waiters+1)
 	defer closeAll()
 	var (
 		released  atomic.Int64
@@ -314,7 +315,7 @@ func handoff(b *testing.B, im impl, waiters, rounds int, metrics string) ([]time
 // unlocking one key as fast as they can for d, and returns the critical
 // sections per second.
 func contended(b *testing.B, im impl, goroutines, clients int, d time.Duration) float64 {
-	cs, closeAll := im.make(b, testKey(b), goroutines, clients)
+	cs, closeAll := im.make(b, testkit.Key(b), goroutines, clients)
 	defer closeAll()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()

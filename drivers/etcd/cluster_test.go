@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -23,16 +24,8 @@ const clusterTTL = 2 * time.Second
 // are held and waited for. It takes about a minute.
 func TestCluster(t *testing.T) {
 	server.NeedFaults(t) // needs Docker, not an external cluster
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c, err := testserver.StartEtcdCluster(ctx, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Terminate(context.Background()); err != nil {
-			t.Error(err)
-		}
+	c := testserver.Own(t, 3*time.Minute, func(ctx context.Context) (*testserver.EtcdCluster, error) {
+		return testserver.StartEtcdCluster(ctx, 3)
 	})
 	t.Run("LeaderKilled", func(t *testing.T) { testLeaderKilled(t, c) })
 	t.Run("FollowerFrozen", func(t *testing.T) { testMemberFrozen(t, c, false) })
@@ -132,7 +125,7 @@ func (s *section) progress(t *testing.T, n int64, within time.Duration, what str
 func testLeaderKilled(t *testing.T, c *testserver.EtcdCluster) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	key, heldKey := testKey(t), testKey(t)
+	key, heldKey := testkit.Key(t), testkit.Key(t)
 	var hot section
 	var wg sync.WaitGroup
 	var lockErrs, lost atomic.Int64
@@ -273,7 +266,7 @@ func testMemberFrozen(t *testing.T, c *testserver.EtcdCluster, leaderToo bool) {
 			others = append(others, m.Addr())
 		}
 	}
-	key := testKey(t)
+	key := testkit.Key(t)
 	holderClient := openCluster(t, c.Members[frozen].Addr())
 	hm, err := holderClient.Mutex(key)
 	if err != nil {
@@ -317,7 +310,7 @@ func testMemberFrozen(t *testing.T, c *testserver.EtcdCluster, leaderToo bool) {
 	paused := true
 	defer func() {
 		if paused {
-			_ = c.Members[frozen].Unpause(context.Background())
+			_ = c.Members[frozen].Resume(context.Background())
 		}
 	}()
 	waitFor(t, "the holder's lease reported uncertain", func() bool {
@@ -346,7 +339,7 @@ func testMemberFrozen(t *testing.T, c *testserver.EtcdCluster, leaderToo bool) {
 	t.Logf("holder lost the lock: %v", held.Err())
 
 	paused = false
-	if err := c.Members[frozen].Unpause(ctx); err != nil {
+	if err := c.Members[frozen].Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The contender's own session went through the failover too: with a

@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"testing"
 	"time"
 
@@ -12,19 +11,21 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/conformance/containerfaults"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
-// TestConformance runs the shared suite against the real server, with its
-// fault hooks when the server is this package's container, and checks that
-// the drivers it made leave no goroutine behind.
 // suiteTTL is the session TTL and the lock TTL of the conformance run. The
 // exclusion cases run 32 contending goroutines, each Client with a session
 // of its own: on a loaded machine running -race, a 1 s session (a keepalive
 // every 333 ms, given up after 1 s) lost sessions to scheduler stalls.
 const suiteTTL = 2 * time.Second
 
+// TestConformance runs the shared suite against the real server, with its
+// fault hooks when the server is this package's container, and checks that
+// the drivers it made leave no goroutine behind.
 func TestConformance(t *testing.T) {
 	server.Need(t)
 	before := goleak.IgnoreCurrent()
@@ -59,35 +60,8 @@ func TestConformance(t *testing.T) {
 		},
 		// A client whose link to the server the partition cases cut: its
 		// session lease's keep-alives stop with everything else.
-		NewLinkedDriver: func(ctx context.Context) (driver.Driver, conformance.Link, error) {
-			proxied, link, err := testserver.ProxyURL(testURL(suiteTTL))
-			if err != nil {
-				return nil, nil, err
-			}
-			u, err := url.Parse(proxied)
-			if err != nil {
-				_ = link.Close()
-				return nil, nil, err
-			}
-			d, err := open(ctx, u)
-			if err != nil {
-				_ = link.Close()
-				return nil, nil, err
-			}
-			return d, link, nil
-		},
-	}
-	if server.Faults() {
-		h.Faults = &conformance.Faults{
-			Pause:  server.Server.Pause,
-			Resume: server.Server.Unpause,
-			Restart: func(ctx context.Context) error {
-				if err := server.Server.Stop(ctx); err != nil {
-					return err
-				}
-				return server.Server.Start(ctx)
-			},
-		}
+		NewLinkedDriver: containerfaults.LinkedURL(testkit.URL(t, testURL(suiteTTL)), open),
+		Faults:          server.FaultHooks(),
 	}
 	conformance.Run(t, h)
 	_ = cli.Close()

@@ -17,20 +17,14 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // slack bounds how late an expected event may be on a loaded machine.
 const slack = 2 * time.Second
 
-func reqFor(key string) driver.Request {
-	return driver.Request{Key: key, ID: newID(), TTL: testTTL}
-}
-
-// block makes req a blocking one: it waits in the backend's queue.
-func block(req driver.Request) driver.Request {
-	req.Block = true
-	return req
-}
+// reqFor returns a request for key with the tests' TTL.
+func reqFor(key string) driver.Request { return testkit.Request(key, testTTL) }
 
 func mustTry(t *testing.T, d *Driver, req driver.Request) driver.Lease {
 	t.Helper()
@@ -97,7 +91,7 @@ func waitDone(t *testing.T, ctx context.Context, d time.Duration, what string) {
 func TestRefusedTryWritesNothing(t *testing.T) {
 	cli := newCli(t)
 	d1, d2 := newTestDriver(t, cli), newTestDriver(t, newCli(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := mustTry(t, d1, reqFor(key))
 	if l.Token() == 0 || l.Validity() <= 0 || l.Validity() > testTTL {
 		t.Fatalf("lease: token %d, validity %v; want a token and a validity in (0, %v]", l.Token(), l.Validity(), testTTL)
@@ -130,13 +124,13 @@ func TestRefusedTryWritesNothing(t *testing.T) {
 func TestWaiterStopsWhenSessionRevoked(t *testing.T) {
 	cli := newCli(t)
 	holder, waiter := newTestDriver(t, cli), newTestDriver(t, newCli(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := mustTry(t, holder, reqFor(key))
 	defer l.Release(context.Background())
 
 	errc := make(chan error, 1)
 	go func() {
-		_, err := waiter.Acquire(ctxFor(t), block(reqFor(key)))
+		_, err := waiter.Acquire(ctxFor(t), testkit.Blocking(reqFor(key)))
 		errc <- err
 	}()
 	waitFor(t, "the waiter's entry", func() bool { return len(entries(t, cli, key)) == 2 })
@@ -185,19 +179,11 @@ func TestLockRidesOutPartition(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = pcli.Close() })
 	waiter := newTestDriver(t, pcli)
-	c, err := dlock.New(waiter, dlock.WithTTL(testTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	key := testKey(t)
+	c := testkit.Client(t, waiter, dlock.WithTTL(testTTL))
+	key := testkit.Key(t)
 	// The holder holds through a Client, which renews its lock for as
 	// long as the case needs.
-	hc, err := dlock.New(holder, dlock.WithTTL(testTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hc.Close(context.Background())
+	hc := testkit.Client(t, holder, dlock.WithTTL(testTTL))
 	hm, err := hc.Mutex(key)
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +247,7 @@ func TestLockRidesOutPartition(t *testing.T) {
 func TestStaleReleaseSameSessionSameName(t *testing.T) {
 	cli := newCli(t)
 	d, other := newTestDriver(t, cli), newTestDriver(t, newCli(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 	req := reqFor(key)
 	l1 := mustTry(t, d, req)
 	if err := l1.Release(ctxFor(t)); err != nil {
@@ -297,7 +283,7 @@ func TestStaleReleaseSameSessionSameName(t *testing.T) {
 func TestOverwrittenKeyIsNotOurs(t *testing.T) {
 	cli := newCli(t)
 	d := newTestDriver(t, cli)
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := mustTry(t, d, reqFor(key))
 	name := l.(*lease).key
 	if _, err := cli.Put(ctxFor(t), name, "stranger"); err != nil {
@@ -323,12 +309,8 @@ func TestOverwrittenKeyIsNotOurs(t *testing.T) {
 func TestLostSignal(t *testing.T) {
 	t.Run("key deleted", func(t *testing.T) {
 		cli := newCli(t)
-		c, err := dlock.New(newTestDriver(t, cli), dlock.WithTTL(testTTL))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close(context.Background())
-		key := testKey(t)
+		c := testkit.Client(t, newTestDriver(t, cli), dlock.WithTTL(testTTL))
+		key := testkit.Key(t)
 		m, _ := c.Mutex(key)
 		l, err := m.Lock(ctxFor(t))
 		if err != nil {
@@ -349,7 +331,7 @@ func TestLostSignal(t *testing.T) {
 	t.Run("session revoked", func(t *testing.T) {
 		cli := newCli(t)
 		d := newTestDriver(t, cli)
-		l := mustTry(t, d, reqFor(testKey(t)))
+		l := mustTry(t, d, reqFor(testkit.Key(t)))
 		if _, err := cli.Revoke(ctxFor(t), d.liveSession().id); err != nil {
 			t.Fatal(err)
 		}
@@ -374,12 +356,12 @@ func TestLostSignal(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = pcli.Close() })
 		holder, contender := newTestDriver(t, pcli), newTestDriver(t, cli)
-		key := testKey(t)
+		key := testkit.Key(t)
 		l := mustTry(t, holder, reqFor(key)).(*lease)
 		lost := lostContext(l)
 		got := make(chan driver.Lease, 1)
 		go func() {
-			cl, err := contender.Acquire(ctxFor(t), block(reqFor(key)))
+			cl, err := contender.Acquire(ctxFor(t), testkit.Blocking(reqFor(key)))
 			if err != nil {
 				t.Errorf("contender: %v", err)
 			}
@@ -415,11 +397,7 @@ func TestLostSignal(t *testing.T) {
 }
 
 func TestMutexTTLBoundedBySession(t *testing.T) {
-	c, err := dlock.New(newTestDriver(t, newCli(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c := testkit.Client(t, newTestDriver(t, newCli(t)))
 	if _, err := c.Mutex("k", dlock.WithTTL(testTTL+time.Millisecond)); !errors.Is(err, dlock.ErrInvalidTTL) {
 		t.Errorf("a TTL over the session's: %v, want ErrInvalidTTL", err)
 	}
@@ -468,10 +446,10 @@ func TestExtendBatch(t *testing.T) {
 	var leases []driver.Lease
 	var ttls []time.Duration
 	for range 300 { // several transactions' worth
-		leases = append(leases, mustTry(t, d, batchReq(testKey(t))))
+		leases = append(leases, mustTry(t, d, batchReq(testkit.Key(t))))
 		ttls = append(ttls, batchTTL)
 	}
-	owner := batchReq(testKey(t))
+	owner := batchReq(testkit.Key(t))
 	owner.Owner = "o"
 	leases = append(leases, mustTry(t, d, owner))
 	ttls = append(ttls, batchTTL)
@@ -483,7 +461,7 @@ func TestExtendBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := newTestDriver(t, newCli(t), WithSessionTTL(batchTTL))
-	foreign := mustTry(t, other, batchReq(testKey(t)))
+	foreign := mustTry(t, other, batchReq(testkit.Key(t)))
 	errs := d.ExtendBatch(ctxFor(t), append(leases, foreign), append(ttls, batchTTL))
 	for i, err := range errs {
 		switch i {
@@ -517,7 +495,7 @@ func TestExtendBatch(t *testing.T) {
 func TestInspect(t *testing.T) {
 	cli := newCli(t)
 	d := newTestDriver(t, cli)
-	key := testKey(t)
+	key := testkit.Key(t)
 	info, err := d.Inspect(ctxFor(t), key)
 	if err != nil || info.Held || info.Waiters != 0 {
 		t.Fatalf("free lock: %+v, %v", info, err)
@@ -528,7 +506,7 @@ func TestInspect(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	waited := make(chan error, 1)
 	go func() {
-		_, err := d.Acquire(ctx, block(w))
+		_, err := d.Acquire(ctx, testkit.Blocking(w))
 		waited <- err
 	}()
 	waitFor(t, "the writer's entry", func() bool { return len(entries(t, cli, key)) == 3 })
@@ -563,7 +541,7 @@ func TestReentrantHoldOutlivesOneClient(t *testing.T) {
 	cli := newCli(t)
 	d1, d2 := newTestDriver(t, newCli(t)), newTestDriver(t, newCli(t))
 	contender := newTestDriver(t, cli)
-	key := testKey(t)
+	key := testkit.Key(t)
 	r1, r2 := reqFor(key), reqFor(key)
 	r1.Owner, r2.Owner = "job-42", "job-42"
 	l1, l2 := mustTry(t, d1, r1), mustTry(t, d2, r2)
@@ -615,7 +593,7 @@ func etcdEvents(t *testing.T) float64 {
 func TestNoHerd(t *testing.T) {
 	server.NeedFaults(t) // counts the container's own metrics
 	cli := newCli(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const waiters = 12
 	holder := newTestDriver(t, cli)
 	first := mustTry(t, holder, reqFor(key))
@@ -623,7 +601,7 @@ func TestNoHerd(t *testing.T) {
 	for range waiters {
 		d := newTestDriver(t, newCli(t))
 		wg.Go(func() {
-			l, err := d.Acquire(ctxFor(t), block(reqFor(key)))
+			l, err := d.Acquire(ctxFor(t), testkit.Blocking(reqFor(key)))
 			if err != nil {
 				t.Error(err)
 				return
@@ -657,7 +635,7 @@ func TestLatePutAfterTidyWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := testKey(t)
+	key := testkit.Key(t)
 	req := reqFor(key)
 	n := namesOf(d.prefix, key)
 	me := n.contender(req.Mode, sess.id, req.ID)

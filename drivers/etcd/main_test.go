@@ -2,27 +2,26 @@ package etcd
 
 import (
 	"context"
-	"crypto/rand"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
-// server is the etcd cluster of this package's tests: one single-member
-// container started by TestMain, or the cluster DLOCK_TEST_ETCD_URL names.
+// server is the etcd cluster of this package's tests: a container that
+// TestMain starts for the whole package (testserver.Main), or the one
+// DLOCK_TEST_ETCD_URL names.
 var server testserver.Target
 
-// TestMain starts one etcd container for the whole package (or uses
-// DLOCK_TEST_ETCD_URL) and terminates it after the tests. Without a Docker
-// engine the server tests skip, saying why, unless DLOCK_REQUIRE_CONTAINERS=1
-// makes that a failure.
 func TestMain(m *testing.M) { testserver.Main(m, testserver.EtcdTarget, &server) }
+
+// ctxFor returns a context bounded for one test step.
+var ctxFor = testkit.ContextFor(20 * time.Second)
 
 // testTTL is the session TTL of the tests' drivers, and the TTL of their
 // locks: the shortest etcd lease the test server grants.
@@ -86,22 +85,4 @@ func newTestDriver(tb testing.TB, cli *clientv3.Client, opts ...Option) *Driver 
 	}
 	tb.Cleanup(func() { _ = d.Close() })
 	return d
-}
-
-// testKey returns a key no other test (or earlier run against an external
-// server) uses.
-func testKey(tb testing.TB) string {
-	return "test/" + tb.Name() + "/" + rand.Text()[:8]
-}
-
-// newID returns a request ID shaped like the core's.
-func newID() string {
-	return strings.ToLower(rand.Text()[:26])
-}
-
-// ctxFor returns a context bounded for one test step.
-func ctxFor(tb testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	tb.Cleanup(cancel)
-	return ctx
 }

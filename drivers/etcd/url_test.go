@@ -9,47 +9,33 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func TestParseURL(t *testing.T) {
-	for _, tc := range []struct {
-		url       string
-		endpoints []string
-		prefix    string
-		ttl       time.Duration
-		user      string
-	}{
-		{"etcd://localhost", []string{"localhost:2379"}, DefaultKeyPrefix, DefaultSessionTTL, ""},
-		{"etcd://h1:2379,h2:2380,h3:2381/myapp?ttl=10s", []string{"h1:2379", "h2:2380", "h3:2381"}, "myapp", 10 * time.Second, ""},
-		{"etcd://h1,h2,h3:2381", []string{"h1:2379", "h2:2379", "h3:2381"}, DefaultKeyPrefix, DefaultSessionTTL, ""},
-		{"etcd://h1,h2,h3/myapp?session_ttl=10s", []string{"h1:2379", "h2:2379", "h3:2379"}, "myapp", 10 * time.Second, ""},
-		{"etcd://h1,h2,h3/myapp?ttl=10s", []string{"h1:2379", "h2:2379", "h3:2379"}, "myapp", 10 * time.Second, ""},
-		{"ETCD://[::1]:2379/", []string{"[::1]:2379"}, DefaultKeyPrefix, DefaultSessionTTL, ""},
-		{"etcd://[::1]/a/b?ttl=1m", []string{"[::1]:2379"}, "a/b", time.Minute, ""},
-		{"etcd://h//abs", []string{"h:2379"}, "/abs", DefaultSessionTTL, ""},
-		{"etcd://alice:s%40cret@h", []string{"h:2379"}, DefaultKeyPrefix, DefaultSessionTTL, "alice"},
-	} {
-		u, err := url.Parse(tc.url)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.url, err)
-		}
-		cfg, o, err := parseURL(u)
-		if err != nil {
-			t.Errorf("%s: %v", tc.url, err)
-			continue
-		}
-		if strings.Join(cfg.Endpoints, " ") != strings.Join(tc.endpoints, " ") || o.prefix != tc.prefix || o.ttl != tc.ttl || cfg.Username != tc.user {
-			t.Errorf("%s: endpoints %v prefix %q ttl %v user %q; want %v %q %v %q",
-				tc.url, cfg.Endpoints, o.prefix, o.ttl, cfg.Username, tc.endpoints, tc.prefix, tc.ttl, tc.user)
-		}
-		if tc.user != "" && cfg.Password != "s@cret" {
-			t.Errorf("%s: password %q", tc.url, cfg.Password)
-		}
+	type parsed struct {
+		endpoints, prefix string
+		ttl               time.Duration
+		user, password    string
 	}
+	testkit.ParsesURLs(t, func(u *url.URL) (parsed, error) {
+		cfg, o, err := parseURL(u)
+		return parsed{strings.Join(cfg.Endpoints, " "), o.prefix, o.ttl, cfg.Username, cfg.Password}, err
+	}, map[string]parsed{
+		"etcd://localhost": {"localhost:2379", DefaultKeyPrefix, DefaultSessionTTL, "", ""},
+		"etcd://h1:2379,h2:2380,h3:2381/myapp?ttl=10s": {"h1:2379 h2:2380 h3:2381", "myapp", 10 * time.Second, "", ""},
+		"etcd://h1,h2,h3:2381":                         {"h1:2379 h2:2379 h3:2381", DefaultKeyPrefix, DefaultSessionTTL, "", ""},
+		"etcd://h1,h2,h3/myapp?ttl=10s":                {"h1:2379 h2:2379 h3:2379", "myapp", 10 * time.Second, "", ""},
+		"etcd://h1,h2,h3/myapp?session_ttl=10s":        {"h1:2379 h2:2379 h3:2379", "myapp", 10 * time.Second, "", ""},
+		"ETCD://[::1]:2379/":                           {"[::1]:2379", DefaultKeyPrefix, DefaultSessionTTL, "", ""},
+		"etcd://[::1]/a/b?ttl=1m":                      {"[::1]:2379", "a/b", time.Minute, "", ""},
+		"etcd://h//abs":                                {"h:2379", "/abs", DefaultSessionTTL, "", ""},
+		"etcd://alice:s%40cret@h":                      {"h:2379", DefaultKeyPrefix, DefaultSessionTTL, "alice", "s@cret"},
+	})
 }
 
 func TestBadURLs(t *testing.T) {
-	for _, raw := range []string{
+	testkit.RefusesURLs(t, func(u *url.URL) error { _, _, err := parseURL(u); return err }, "",
 		"etcd:opaque",
 		"etcd:///prefix",
 		"etcd://h1,,h2",
@@ -73,24 +59,12 @@ func TestBadURLs(t *testing.T) {
 		"etcd://:pw@h",
 		"etcd://h#frag",
 		"redis://h",
-	} {
-		u, err := url.Parse(raw)
-		if err != nil {
-			continue // dlock.Open refuses it already
-		}
-		if _, _, err := parseURL(u); !errors.Is(err, dlock.ErrInvalidURL) {
-			t.Errorf("%s: %v, want ErrInvalidURL", raw, err)
-		}
-	}
+	)
 }
 
 func TestURLErrorsHidePassword(t *testing.T) {
 	for _, raw := range []string{"etcd://bob:hunter2@h1:0,h2:2379", "etcd://bob:hunter2@h?ttl=bad", "etcd://bob:hunter2@h?nope=1"} {
-		u, err := url.Parse(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _, err = parseURL(u)
+		_, _, err := parseURL(testkit.URL(t, raw))
 		if err == nil || strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("%s: %v", raw, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -29,20 +30,9 @@ const clusterTTL = 10 * time.Minute
 func startCluster(tb testing.TB) *testserver.HazelcastClusterOf {
 	tb.Helper()
 	server.NeedFaults(tb) // a cluster in containers, like the test member
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	c, err := testserver.StartHazelcastCluster(ctx, 3)
-	if err != nil {
-		tb.Fatalf("start a 3-member cluster: %v", err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := c.Terminate(ctx); err != nil {
-			tb.Errorf("terminate the cluster: %v", err)
-		}
+	return testserver.Own(tb, 5*time.Minute, func(ctx context.Context) (*testserver.HazelcastClusterOf, error) {
+		return testserver.StartHazelcastCluster(ctx, 3)
 	})
-	return c
 }
 
 // openVia opens a Driver whose client talks to the member at addr alone
@@ -71,7 +61,7 @@ func grantWithin(tb testing.TB, d *Driver, key string) (*lease, error) {
 	tb.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		l, err := d.Acquire(ctxFor(tb), request(key, clusterTTL))
+		l, err := d.Acquire(ctxFor(tb), testkit.Request(key, clusterTTL))
 		if err == nil {
 			return l.(*lease), nil
 		}
@@ -116,14 +106,14 @@ func TestClusterSplitBrainMember(t *testing.T) {
 	addrs := c.Addrs()
 	minority := openVia(t, addrs[0], mapName)
 	majority := openVia(t, addrs[1], mapName)
-	key := testKey(t)
+	key := testkit.Key(t)
 
 	// One cluster: the lock excludes across members.
-	l0, err := minority.Acquire(ctxFor(t), request(key, clusterTTL))
+	l0, err := minority.Acquire(ctxFor(t), testkit.Request(key, clusterTTL))
 	if err != nil {
 		t.Fatalf("Acquire before the split: %v", err)
 	}
-	if _, err := majority.Acquire(ctxFor(t), request(key, clusterTTL)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := majority.Acquire(ctxFor(t), testkit.Request(key, clusterTTL)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("Acquire through another member before the split: %v, want ErrLocked", err)
 	}
 	if err := l0.Release(ctxFor(t)); err != nil {
@@ -245,7 +235,7 @@ func TestClusterMemberLossMember(t *testing.T) {
 	keys := make([]string, n)
 	leases := make([]*lease, n)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("%s/%d", testKey(t), i)
+		keys[i] = fmt.Sprintf("%s/%d", testkit.Key(t), i)
 		leases[i] = mustAcquire(t, holder, keys[i])
 	}
 
@@ -254,7 +244,7 @@ func TestClusterMemberLossMember(t *testing.T) {
 	if err := lost.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = lost.Unpause(context.Background()) })
+	t.Cleanup(func() { _ = lost.Resume(context.Background()) })
 	for i := range 2 {
 		if err := c.WaitMembers(ctx, i, 2); err != nil {
 			t.Fatal(err)

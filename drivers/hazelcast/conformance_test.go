@@ -10,6 +10,7 @@ import (
 	"github.com/hazelcast/hazelcast-go-client"
 
 	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/conformance/containerfaults"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
@@ -74,32 +75,15 @@ func TestConformance(t *testing.T) {
 	// A client whose one connection goes through a link of its own, which
 	// the partition cases cut: unisocket, so that it dials only the
 	// proxy's address and not the addresses the member advertises.
-	h.NewLinkedDriver = func(ctx context.Context) (driver.Driver, conformance.Link, error) {
-		proxied, link, err := testserver.ProxyURL(u.String())
-		if err != nil {
-			return nil, nil, err
-		}
-		pu, err := url.Parse(proxied)
-		if err != nil {
-			_ = link.Close()
-			return nil, nil, err
-		}
+	h.NewLinkedDriver = containerfaults.LinkedURL(u, func(ctx context.Context, pu *url.URL) (driver.Driver, error) {
 		q := pu.Query()
 		q.Set(paramUnisocket, "true")
 		pu.RawQuery = q.Encode()
-		d, err := open(ctx, pu)
-		if err != nil {
-			_ = link.Close()
-			return nil, nil, err
-		}
-		return d, link, nil
-	}
+		return open(ctx, pu)
+	})
 	if front != nil {
-		h.Faults = &conformance.Faults{
-			Pause:   server.Server.Pause,
-			Resume:  server.Server.Unpause,
-			Restart: front.Restart,
-		}
+		h.Faults = server.FaultHooks()
+		h.Faults.Restart = front.Restart
 	}
 	conformance.Run(t, h)
 }

@@ -7,15 +7,17 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func TestTokensStrictlyIncrease(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	da := newMemberDriver(t, "")
 	db := newMemberDriver(t, da.locks.Name())
 	clock := useTestClock(da.Driver)
 	db.now = clock.read
-	key := testKey(t)
+	key := testkit.Key(t)
 	take := func(d *memberDriver) uint64 {
 		t.Helper()
 		l := d.acquire(t, key)
@@ -50,9 +52,9 @@ func TestTokensStrictlyIncrease(t *testing.T) {
 }
 
 func TestFenceContentionFailsCleanly(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
-	key := testKey(t)
+	key := testkit.Key(t)
 	d.setFence(t, key, 1)
 	// Something else writes the counter between every read and its
 	// compare-and-set.
@@ -66,7 +68,7 @@ func TestFenceContentionFailsCleanly(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := d.Acquire(ctxFor(t), request(key, testTTL)); !errors.Is(err, errFenceContended) {
+	if _, err := d.Acquire(ctxFor(t), testkit.Request(key, testTTL)); !errors.Is(err, errFenceContended) {
 		t.Fatalf("Acquire with a contended counter: %v, want errFenceContended", err)
 	}
 	if d.locked(t, key) {
@@ -75,11 +77,11 @@ func TestFenceContentionFailsCleanly(t *testing.T) {
 }
 
 func TestFenceAtItsMaximum(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
-	key := testKey(t)
+	key := testkit.Key(t)
 	d.setFence(t, key, math.MaxInt64)
-	if _, err := d.Acquire(ctxFor(t), request(key, testTTL)); err == nil {
+	if _, err := d.Acquire(ctxFor(t), testkit.Request(key, testTTL)); err == nil {
 		t.Fatal("Acquire with the counter at its maximum succeeded")
 	}
 	if d.locked(t, key) {

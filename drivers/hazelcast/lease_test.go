@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func TestGrantHoldsTwiceWithOwnLockOwner(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
-	key := testKey(t)
+	key := testkit.Key(t)
 
 	l := d.acquire(t, key)
 	if l.Token() == 0 {
@@ -47,13 +48,13 @@ func TestGrantHoldsTwiceWithOwnLockOwner(t *testing.T) {
 }
 
 func TestAcquireHeldLeavesNothing(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	da := newMemberDriver(t, "")
 	db := newMemberDriver(t, da.locks.Name())
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := da.acquire(t, key)
 
-	_, err := db.Acquire(ctxFor(t), request(key, testTTL))
+	_, err := db.Acquire(ctxFor(t), testkit.Request(key, testTTL))
 	if !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("Acquire of a held lock: %v, want ErrLocked", err)
 	}
@@ -67,9 +68,9 @@ func TestAcquireHeldLeavesNothing(t *testing.T) {
 }
 
 func TestExtendKeepsTwoHolds(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := d.acquire(t, key)
 	_, before := d.rec.ops(0)
 
@@ -90,9 +91,9 @@ func TestExtendKeepsTwoHolds(t *testing.T) {
 // A lock that lapsed and that nobody took is granted afresh by a re-entry:
 // Extend must find that out, say ErrNotHeld, and leave the lock free.
 func TestExtendDoesNotResurrectALapsedLock(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := d.acquire(t, key)
 
 	d.lapse(t, key)
@@ -111,9 +112,9 @@ func TestExtendDoesNotResurrectALapsedLock(t *testing.T) {
 }
 
 func TestStaleLeaseNeverTouchesTheNextHolder(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := d.acquire(t, key)
 
 	d.lapse(t, key)
@@ -133,7 +134,7 @@ func TestStaleLeaseNeverTouchesTheNextHolder(t *testing.T) {
 	}
 
 	// The same when the stale lease never tried to extend first.
-	key2 := testKey(t)
+	key2 := testkit.Key(t)
 	l2 := d.acquire(t, key2)
 	d.lapse(t, key2)
 	next2 := d.stranger(t, key2, testTTL)
@@ -146,9 +147,9 @@ func TestStaleLeaseNeverTouchesTheNextHolder(t *testing.T) {
 }
 
 func TestDoubleRelease(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := d.acquire(t, key)
 	if err := l.Release(ctxFor(t)); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -193,9 +194,9 @@ func TestExtendWithUnknownOutcome(t *testing.T) {
 		n  int
 	}{{"tryLock", 1}, {"unlock", 1}, {"tryLock", 2}} {
 		t.Run(tc.op+"#"+string(rune('0'+tc.n)), func(t *testing.T) {
-			noLeaks(t)
+			testkit.NoLeaks(t)
 			d := newMemberDriver(t, "")
-			key := testKey(t)
+			key := testkit.Key(t)
 			l := d.acquire(t, key)
 
 			loseNth(d.rec, tc.op, tc.n)
@@ -218,9 +219,9 @@ func TestExtendWithUnknownOutcome(t *testing.T) {
 }
 
 func TestReleaseWithUnknownOutcome(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := d.acquire(t, key)
 	loseNth(d.rec, "unlock", 1)
 	if err := l.Release(ctxFor(t)); err == nil || errors.Is(err, driver.ErrNotHeld) {
@@ -241,10 +242,10 @@ func TestReleaseWithUnknownOutcome(t *testing.T) {
 // A failed read of the fencing counter beside the tryLock costs a second
 // read after the grant, not the acquisition.
 func TestEarlyFenceReadFailureIsHarmless(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
 	loseNth(d.rec, "fence", 1)
-	l := d.acquire(t, testKey(t))
+	l := d.acquire(t, testkit.Key(t))
 	if l.Token() == 0 {
 		t.Error("no token")
 	}
@@ -270,11 +271,11 @@ func TestAcquireWithUnknownOutcomeLeavesNothing(t *testing.T) {
 		{"counter write", func(r *recorder) { loseNth(r, "initFence", 1) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeaks(t)
+			testkit.NoLeaks(t)
 			d := newMemberDriver(t, "")
-			key := testKey(t)
+			key := testkit.Key(t)
 			tc.lose(d.rec)
-			if _, err := d.Acquire(ctxFor(t), request(key, testTTL)); !errors.Is(err, errLostAnswer) {
+			if _, err := d.Acquire(ctxFor(t), testkit.Request(key, testTTL)); !errors.Is(err, errLostAnswer) {
 				t.Fatalf("Acquire whose %s lost its answer: %v, want that error", tc.name, err)
 			}
 			if d.locked(t, key) {
@@ -287,17 +288,17 @@ func TestAcquireWithUnknownOutcomeLeavesNothing(t *testing.T) {
 // A grant whose second hold comes after the lease may have run out is not
 // trusted: it is given back, and Acquire reports the lock taken.
 func TestSlowGrantIsGivenBack(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
 	clock := useTestClock(d.Driver)
-	key := testKey(t)
+	key := testkit.Key(t)
 	d.rec.setAfter(func(c call) error {
 		if c.op == "fence" {
 			clock.advance(validFor(MinTTL)) // the fencing call is that slow
 		}
 		return nil
 	})
-	if _, err := d.Acquire(ctxFor(t), request(key, MinTTL)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := d.Acquire(ctxFor(t), testkit.Request(key, MinTTL)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("Acquire confirmed too late: %v, want ErrLocked", err)
 	}
 	if d.locked(t, key) {
@@ -308,9 +309,9 @@ func TestSlowGrantIsGivenBack(t *testing.T) {
 // An Extend slower than the lease it set may have seen that lease run out
 // between its calls: it reports the lease lost, and Release cleans up.
 func TestSlowExtendIsALoss(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := d.acquire(t, key)
 	clock := useTestClock(d.Driver)
 	d.rec.setAfter(func(c call) error {
@@ -332,17 +333,17 @@ func TestSlowExtendIsALoss(t *testing.T) {
 }
 
 func TestUnsupportedRequests(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
-	shared := request(testKey(t), testTTL)
+	shared := testkit.Request(testkit.Key(t), testTTL)
 	shared.Mode = driver.Shared
-	reentrant := request(testKey(t), testTTL)
+	reentrant := testkit.Request(testkit.Key(t), testTTL)
 	reentrant.Owner = "o"
 	for name, req := range map[string]driver.Request{"shared": shared, "reentrant": reentrant} {
 		if _, err := d.Acquire(ctxFor(t), req); !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("Acquire %s: %v, want errors.ErrUnsupported", name, err)
 		}
-		if _, err := d.Acquire(ctxFor(t), blocking(req)); !errors.Is(err, errors.ErrUnsupported) {
+		if _, err := d.Acquire(ctxFor(t), testkit.Blocking(req)); !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("blocking Acquire %s: %v, want errors.ErrUnsupported", name, err)
 		}
 	}
@@ -355,7 +356,7 @@ func TestUnsupportedRequests(t *testing.T) {
 	if err := checkTTL(MinTTL); err != nil {
 		t.Errorf("checkTTL(%v) = %v", MinTTL, err)
 	}
-	if _, err := d.Acquire(ctxFor(t), request(testKey(t), time.Second)); err == nil {
+	if _, err := d.Acquire(ctxFor(t), testkit.Request(testkit.Key(t), time.Second)); err == nil {
 		t.Error("Acquire with a TTL below MinTTL succeeded")
 	}
 	caps := d.Capabilities()
@@ -374,13 +375,13 @@ func TestUnsupportedRequests(t *testing.T) {
 }
 
 func TestExtendBatch(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
 	var leases []driver.Lease
 	var ttls []time.Duration
 	var keys []string
 	for range 5 {
-		key := testKey(t)
+		key := testkit.Key(t)
 		keys = append(keys, key)
 		leases = append(leases, d.acquire(t, key))
 		ttls = append(ttls, testTTL)

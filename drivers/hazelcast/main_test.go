@@ -1,16 +1,11 @@
 package hazelcast
 
 import (
-	"context"
-	"crypto/rand"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
-	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -23,46 +18,17 @@ var server testserver.Target
 
 func TestMain(m *testing.M) { testserver.HazelcastMain(m, &server) }
 
+// ctxFor returns a context bounded for one test step.
+var ctxFor = testkit.ContextFor(30 * time.Second)
+
 // testTTL is the TTL of the tests: long enough that no lease ends by itself
 // during a test, which ends leases with a force-unlock instead.
 const testTTL = 10 * time.Second
 
-// request returns a request shaped like the core's.
-func request(key string, ttl time.Duration) driver.Request {
-	return driver.Request{Key: key, ID: strings.ToLower(rand.Text()[:26]), TTL: ttl}
-}
-
-// blocking returns req asking to wait in the member's queue (Request.Block).
-func blocking(req driver.Request) driver.Request {
-	req.Block = true
-	return req
-}
-
-// testKey returns a key no other test (or earlier run against an external
-// cluster) uses.
-func testKey(tb testing.TB) string {
-	return "test/" + tb.Name() + "/" + rand.Text()[:8]
-}
-
-// ctxFor returns a context bounded for one test step.
-func ctxFor(tb testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	tb.Cleanup(cancel)
-	return ctx
-}
-
-// noLeaks fails tb if goroutines it started outlive it. Call it first, so
-// that its check runs after every other cleanup.
-func noLeaks(tb testing.TB) {
-	tb.Helper()
-	opt := goleak.IgnoreCurrent()
-	tb.Cleanup(func() { goleak.VerifyNone(tb, opt) })
-}
-
 // mustAcquire takes key on d or fails tb.
 func mustAcquire(tb testing.TB, d *Driver, key string) *lease {
 	tb.Helper()
-	l, err := d.Acquire(ctxFor(tb), request(key, testTTL))
+	l, err := d.Acquire(ctxFor(tb), testkit.Request(key, testTTL))
 	if err != nil {
 		tb.Fatalf("Acquire(%q): %v", key, err)
 	}

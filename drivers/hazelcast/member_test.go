@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -28,12 +29,12 @@ func TestSharedClientOwnershipMember(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	key := testKey(t)
-	l, err := d1.Acquire(ctxFor(t), request(key, 10*time.Second))
+	key := testkit.Key(t)
+	l, err := d1.Acquire(ctxFor(t), testkit.Request(key, 10*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	if _, err := d2.Acquire(ctxFor(t), request(key, 10*time.Second)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := d2.Acquire(ctxFor(t), testkit.Request(key, 10*time.Second)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("a second Driver on the same client: %v, want ErrLocked", err)
 	}
 	m, err := hz.GetMap(ctxFor(t), mapName)
@@ -61,7 +62,7 @@ func TestSharedClientOwnershipMember(t *testing.T) {
 	if !hz.Running() {
 		t.Error("Close shut down the caller's client")
 	}
-	if _, err := d2.Acquire(ctxFor(t), request(key, 10*time.Second)); err != nil {
+	if _, err := d2.Acquire(ctxFor(t), testkit.Request(key, 10*time.Second)); err != nil {
 		t.Errorf("the other Driver after Close: %v", err)
 	}
 }
@@ -75,8 +76,8 @@ func TestExtendAfterForceUnlockMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := testKey(t)
-	l, err := d.Acquire(ctxFor(t), request(key, 10*time.Second))
+	key := testkit.Key(t)
+	l, err := d.Acquire(ctxFor(t), testkit.Request(key, 10*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -94,10 +95,10 @@ func TestExtendAfterForceUnlockMember(t *testing.T) {
 // Keys that differ only where the key escaping works stay distinct locks.
 func TestEscapedKeysStayDistinctMember(t *testing.T) {
 	d := openMember(t, testMapName())
-	base := testKey(t)
+	base := testkit.Key(t)
 	var held []driver.Lease
 	for _, k := range []string{base + "\xff", base + "%FF", base + "%25FF", base + "\uFFFD"} {
-		l, err := d.Acquire(ctxFor(t), request(k, 10*time.Second))
+		l, err := d.Acquire(ctxFor(t), testkit.Request(k, 10*time.Second))
 		if err != nil {
 			t.Fatalf("Acquire(%q) while holding %d twins: %v", k, len(held), err)
 		}
@@ -135,15 +136,15 @@ func TestCancelledWaitMember(t *testing.T) {
 	waiter.waitSlice = time.Minute
 	spy := spyAPI{api: waiter.api, waiting: make(chan struct{}, 1)}
 	waiter.api = spy
-	key := testKey(t)
-	l, err := holder.Acquire(ctxFor(t), request(key, 10*time.Second))
+	key := testkit.Key(t)
+	l, err := holder.Acquire(ctxFor(t), testkit.Request(key, 10*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	errc := make(chan error, 1)
 	go func() {
-		_, err := waiter.Acquire(ctx, blocking(request(key, 10*time.Second)))
+		_, err := waiter.Acquire(ctx, testkit.Blocking(testkit.Request(key, 10*time.Second)))
 		errc <- err
 	}()
 	<-spy.waiting // the wait is on its way to the member
@@ -155,7 +156,7 @@ func TestCancelledWaitMember(t *testing.T) {
 		t.Fatalf("cancelled Acquire: %v, want exactly context.Canceled", err)
 	}
 	probe := openMember(t, mapName)
-	lp, err := probe.Acquire(ctxFor(t), request(key, 10*time.Second))
+	lp, err := probe.Acquire(ctxFor(t), testkit.Request(key, 10*time.Second))
 	if err != nil {
 		t.Fatalf("the lock is not free after a cancelled Acquire returned: %v", err)
 	}
@@ -180,8 +181,8 @@ func TestDisconnectReportsLossMember(t *testing.T) {
 	}
 	d := dd.(*Driver)
 	t.Cleanup(func() { _ = d.Close() })
-	key := testKey(t)
-	l, err := d.Acquire(ctxFor(t), request(key, 10*time.Second))
+	key := testkit.Key(t)
+	l, err := d.Acquire(ctxFor(t), testkit.Request(key, 10*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -210,7 +211,7 @@ func TestDisconnectReportsLossMember(t *testing.T) {
 	if !errors.Is(cause, errDisconnected) {
 		t.Errorf("loss reported with %v, want errDisconnected", cause)
 	}
-	if _, err := d.Acquire(ctxFor(t), request(testKey(t), 10*time.Second)); !errors.Is(err, errNotConnected) {
+	if _, err := d.Acquire(ctxFor(t), testkit.Request(testkit.Key(t), 10*time.Second)); !errors.Is(err, errNotConnected) {
 		t.Errorf("Acquire while disconnected: %v, want errNotConnected", err)
 	}
 	if err := front.Start(ctx); err != nil {
@@ -220,7 +221,7 @@ func TestDisconnectReportsLossMember(t *testing.T) {
 	// The member lost its data: the same key is free, for the same Driver,
 	// once its client has reconnected.
 	back := time.Now()
-	l2, err := d.Acquire(ctx, blocking(request(key, 10*time.Second)))
+	l2, err := d.Acquire(ctx, testkit.Blocking(testkit.Request(key, 10*time.Second)))
 	if err != nil {
 		t.Fatalf("Acquire after the member came back: %v", err)
 	}
@@ -241,7 +242,7 @@ func TestDisconnectReportsLossMember(t *testing.T) {
 	if err := l2.Release(ctxFor(t)); err != nil {
 		t.Errorf("Release after reconnecting: %v", err)
 	}
-	if l3, err := d.Acquire(ctxFor(t), request(key, 10*time.Second)); err != nil {
+	if l3, err := d.Acquire(ctxFor(t), testkit.Request(key, 10*time.Second)); err != nil {
 		t.Errorf("a try after reconnecting: %v", err)
 	} else if err := l3.Release(ctxFor(t)); err != nil {
 		t.Errorf("Release: %v", err)

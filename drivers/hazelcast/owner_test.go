@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func TestOwnersAreDistinct(t *testing.T) {
@@ -24,7 +26,7 @@ func TestOwnersAreDistinct(t *testing.T) {
 // the client finds the owner's lock ID in it, and take the caller's deadline
 // and cancellation.
 func TestBindCarriesOwnerDeadlineAndCancellation(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	o := newOwner("o")
 	deadline := time.Now().Add(time.Hour)
 	parent, cancelParent := context.WithDeadline(context.Background(), deadline)

@@ -10,6 +10,7 @@ import (
 	"github.com/hazelcast/hazelcast-go-client"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // lostBy reports why l's connection epoch ended, or nil while it has not.
@@ -21,11 +22,11 @@ func lostBy(l *lease) error {
 }
 
 func TestLeasesLostWithTheConnection(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
 	event := func(s hazelcast.LifecycleState) { d.session.onLifecycle(hazelcast.LifecycleStateChanged{State: s}) }
 
-	l1 := d.acquire(t, testKey(t))
+	l1 := d.acquire(t, testkit.Key(t))
 	if err := lostBy(l1); err != nil {
 		t.Fatalf("a new lease is lost: %v", err)
 	}
@@ -45,7 +46,7 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 	// Release fail at once, and a blocking Acquire waits for the
 	// reconnection.
 	_, before := d.rec.ops(0)
-	if _, err := d.Acquire(ctxFor(t), request(testKey(t), testTTL)); !errors.Is(err, errNotConnected) {
+	if _, err := d.Acquire(ctxFor(t), testkit.Request(testkit.Key(t), testTTL)); !errors.Is(err, errNotConnected) {
 		t.Errorf("Acquire while disconnected: %v, want errNotConnected", err)
 	}
 	if err := l1.Release(ctxFor(t)); !errors.Is(err, errNotConnected) {
@@ -56,7 +57,7 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 	}
 	got := make(chan driver.Lease, 1)
 	go func() {
-		l, err := d.Acquire(ctxFor(t), blocking(request(testKey(t), testTTL)))
+		l, err := d.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(testkit.Key(t), testTTL)))
 		if err != nil {
 			t.Errorf("Acquire across a reconnection: %v", err)
 		}
@@ -73,7 +74,7 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 	if err := l1.Release(ctxFor(t)); err != nil {
 		t.Errorf("Release of a lost lease after reconnecting: %v (the member kept its lock)", err)
 	}
-	l3 := d.acquire(t, testKey(t))
+	l3 := d.acquire(t, testkit.Key(t))
 	event(hazelcast.LifecycleStateConnected) // a repeated event begins nothing new
 	if err := lostBy(l3); err != nil {
 		t.Fatalf("a repeated Connected ended the epoch: %v", err)
@@ -84,7 +85,7 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 		t.Errorf("after a cluster change the epoch ended by %v, want errNewCluster", err)
 	}
 	event(hazelcast.LifecycleStateConnected)
-	l4 := d.acquire(t, testKey(t))
+	l4 := d.acquire(t, testkit.Key(t))
 	event(hazelcast.LifecycleStateShuttingDown)
 	if err := lostBy(l4); !errors.Is(err, errShutdown) {
 		t.Errorf("after a shutdown the epoch ended by %v, want errShutdown", err)
@@ -93,7 +94,7 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 	if d.session.connectedNow() {
 		t.Error("an epoch began after the client shut down")
 	}
-	if _, err := d.Acquire(ctxFor(t), blocking(request(testKey(t), testTTL))); !errors.Is(err, errShutdown) {
+	if _, err := d.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(testkit.Key(t), testTTL))); !errors.Is(err, errShutdown) {
 		t.Errorf("Acquire after the client shut down: %v, want errShutdown", err)
 	}
 }
@@ -101,10 +102,10 @@ func TestLeasesLostWithTheConnection(t *testing.T) {
 // OnLoss tells the reason once when the epoch ends, at once when it ended
 // already, and never after Release.
 func TestOnLossReportsTheEpochsEnd(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
 	event := func(s hazelcast.LifecycleState) { d.session.onLifecycle(hazelcast.LifecycleStateChanged{State: s}) }
-	watched, released, late := d.acquire(t, testKey(t)), d.acquire(t, testKey(t)), d.acquire(t, testKey(t))
+	watched, released, late := d.acquire(t, testkit.Key(t)), d.acquire(t, testkit.Key(t)), d.acquire(t, testkit.Key(t))
 	told := make(chan error, 3)
 	watched.OnLoss(func(reason error) { told <- reason })
 	releasedTold := make(chan error, 1)
@@ -144,9 +145,9 @@ func TestOnLossReportsTheEpochsEnd(t *testing.T) {
 }
 
 func TestCloseEndsEveryLease(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
-	l := d.acquire(t, testKey(t))
+	l := d.acquire(t, testkit.Key(t))
 	if err := d.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func TestAcquireWaitsOnTheMember(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	da := newMemberDriver(t, "")
 	db := newMemberDriver(t, da.locks.Name())
-	key := testKey(t)
+	key := testkit.Key(t)
 	la := da.acquire(t, key)
 
 	type result struct {
@@ -25,7 +26,7 @@ func TestAcquireWaitsOnTheMember(t *testing.T) {
 	got := make(chan result, 1)
 	started := time.Now()
 	go func() {
-		l, err := db.Acquire(ctxFor(t), blocking(request(key, testTTL)))
+		l, err := db.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(key, testTTL)))
 		got <- result{l, err}
 	}()
 	c := queued(t, db.rec)
@@ -55,17 +56,17 @@ func TestAcquireWaitsOnTheMember(t *testing.T) {
 }
 
 func TestWaitEndsAtTheCallersDeadline(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	da := newMemberDriver(t, "")
 	db := newMemberDriver(t, da.locks.Name(), WithWaitSlice(time.Minute))
-	key := testKey(t)
+	key := testkit.Key(t)
 	la := da.acquire(t, key)
 
 	const wait = 100 * time.Millisecond
 	ctx, cancel := context.WithTimeout(ctxFor(t), wait)
 	defer cancel()
 	start := time.Now()
-	if _, err := db.Acquire(ctx, blocking(request(key, testTTL))); err != context.DeadlineExceeded {
+	if _, err := db.Acquire(ctx, testkit.Blocking(testkit.Request(key, testTTL))); err != context.DeadlineExceeded {
 		t.Fatalf("Acquire past its deadline: %v, want exactly context.DeadlineExceeded", err)
 	}
 	if took := time.Since(start); took > wait+2*time.Second {
@@ -81,7 +82,7 @@ func TestWaitEndsAtTheCallersDeadline(t *testing.T) {
 }
 
 func TestWaitSlices(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "", WithWaitSlice(time.Minute))
 	lease := leaseTime(testTTL)
 
@@ -105,15 +106,15 @@ func TestWaitSlices(t *testing.T) {
 }
 
 func TestWaitingHeadSurvivesManySlices(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	da := newMemberDriver(t, "")
 	db := newMemberDriver(t, da.locks.Name(), WithWaitSlice(5*time.Millisecond))
-	key := testKey(t)
+	key := testkit.Key(t)
 	la := da.acquire(t, key)
 
 	got := make(chan error, 1)
 	go func() {
-		l, err := db.Acquire(ctxFor(t), blocking(request(key, testTTL)))
+		l, err := db.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(key, testTTL)))
 		if err == nil {
 			err = l.Release(ctxFor(t))
 		}
@@ -135,9 +136,9 @@ func TestWaitingHeadSurvivesManySlices(t *testing.T) {
 }
 
 func TestAcquireAfterClose(t *testing.T) {
-	noLeaks(t)
+	testkit.NoLeaks(t)
 	d := newMemberDriver(t, "")
-	l := d.acquire(t, testKey(t))
+	l := d.acquire(t, testkit.Key(t))
 	if err := d.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -145,8 +146,8 @@ func TestAcquireAfterClose(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 	for name, err := range map[string]error{
-		"Acquire":          errOf(d.Acquire(ctxFor(t), request(testKey(t), testTTL))),
-		"blocking Acquire": errOf(d.Acquire(ctxFor(t), blocking(request(testKey(t), testTTL)))),
+		"Acquire":          errOf(d.Acquire(ctxFor(t), testkit.Request(testkit.Key(t), testTTL))),
+		"blocking Acquire": errOf(d.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(testkit.Key(t), testTTL)))),
 		"Extend":           l.Extend(ctxFor(t), testTTL),
 		"Release":          l.Release(ctxFor(t)),
 	} {

@@ -12,6 +12,7 @@ import (
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // The benchmarks compare the driver with raw gomemcache calls on the same
@@ -28,12 +29,8 @@ import (
 func BenchmarkUncontended(b *testing.B) {
 	var w wire
 	mc := w.client(b, server.URL)
-	c, err := dlock.New(newTestDriver(b, mc), dlock.WithTTL(15*time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	key := testKey(b)
+	c := testkit.Client(b, newTestDriver(b, mc), dlock.WithTTL(15*time.Second))
+	key := testkit.Key(b)
 	m, err := c.Mutex(key)
 	if err != nil {
 		b.Fatal(err)
@@ -86,14 +83,10 @@ func BenchmarkHandoff(b *testing.B) {
 	for _, think := range []time.Duration{0, 2 * time.Millisecond} {
 		b.Run("think="+think.String()+"/dlock", func(b *testing.B) {
 			var w wire
-			key := testKey(b)
+			key := testkit.Key(b)
 			lockers := make([]func(context.Context) (func(), error), workers)
 			for i := range lockers {
-				c, err := dlock.New(newTestDriver(b, w.client(b, server.URL)), dlock.WithTTL(15*time.Second))
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = c.Close(context.Background()) })
+				c := testkit.Client(b, newTestDriver(b, w.client(b, server.URL)), dlock.WithTTL(15*time.Second))
 				m, err := c.Mutex(key)
 				if err != nil {
 					b.Fatal(err)
@@ -110,7 +103,7 @@ func BenchmarkHandoff(b *testing.B) {
 		})
 		b.Run("think="+think.String()+"/raw", func(b *testing.B) {
 			var w wire
-			name := namesOf("bench-raw:", testKey(b)).lock
+			name := namesOf("bench-raw:", testkit.Key(b)).lock
 			lockers := make([]func(context.Context) (func(), error), workers)
 			for i := range lockers {
 				mc := w.client(b, server.URL)

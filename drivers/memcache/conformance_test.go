@@ -2,6 +2,7 @@ package memcache
 
 import (
 	"context"
+	"net/url"
 	"testing"
 	"time"
 
@@ -9,7 +10,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/conformance/containerfaults"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -44,30 +47,10 @@ func TestConformance(t *testing.T) {
 			return mc.Set(&gomemcache.Item{Key: name, Value: stranger, Expiration: int32(time.Hour / time.Second)})
 		},
 		// A client whose link to the server the partition cases cut.
-		NewLinkedDriver: func(context.Context) (driver.Driver, conformance.Link, error) {
-			proxied, link, err := testserver.ProxyURL(server.URL)
-			if err != nil {
-				return nil, nil, err
-			}
-			d, err := New(newMCAt(t, proxied))
-			if err != nil {
-				_ = link.Close()
-				return nil, nil, err
-			}
-			return d, link, nil
-		},
-	}
-	if server.Faults() {
-		h.Faults = &conformance.Faults{
-			Pause:  server.Server.Pause,
-			Resume: server.Server.Unpause,
-			Restart: func(ctx context.Context) error {
-				if err := server.Server.Stop(ctx); err != nil {
-					return err
-				}
-				return server.Server.Start(ctx)
-			},
-		}
+		NewLinkedDriver: containerfaults.LinkedURL(testkit.URL(t, server.URL), func(_ context.Context, u *url.URL) (driver.Driver, error) {
+			return New(newMCAt(t, u.String()))
+		}),
+		Faults: server.FaultHooks(),
 	}
 	conformance.Run(t, h)
 }

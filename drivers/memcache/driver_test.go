@@ -12,22 +12,19 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // testTTL is the TTL of the tests below: the driver's minimum.
 const testTTL = MinTTL
 
-func reqFor(key string) driver.Request {
-	return driver.Request{Key: key, ID: newID(), TTL: testTTL}
-}
+// reqFor returns a request for key with the tests' TTL.
+func reqFor(key string) driver.Request { return testkit.Request(key, testTTL) }
 
+// mustAcquire takes req on d or fails t.
 func mustAcquire(t *testing.T, d *Driver, req driver.Request) driver.Lease {
 	t.Helper()
-	l, err := d.Acquire(ctxFor(t), req)
-	if err != nil {
-		t.Fatalf("Acquire(%q): %v", req.Key, err)
-	}
-	return l
+	return testkit.MustAcquire(t, ctxFor(t), d, req)
 }
 
 // holderOf returns the request ID the lock item of key names ("" when there
@@ -60,7 +57,7 @@ func expire(t *testing.T, mc *gomemcache.Client, key string) {
 func TestAcquireLocked(t *testing.T) {
 	mc := newMC(t)
 	d1, d2 := newTestDriver(t, mc), newTestDriver(t, newMC(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 	req := reqFor(key)
 	before := time.Now()
 	l := mustAcquire(t, d1, req)
@@ -107,8 +104,8 @@ func TestAcquireLocked(t *testing.T) {
 func TestReleaseFreesAtOnce(t *testing.T) {
 	mc := newMC(t)
 	d := newTestDriver(t, mc)
-	key := testKey(t)
-	sentinel := &gomemcache.Item{Key: "sentinel-" + newID(), Value: []byte("keep me"), Expiration: 60}
+	key := testkit.Key(t)
+	sentinel := &gomemcache.Item{Key: "sentinel-" + testkit.NewID(), Value: []byte("keep me"), Expiration: 60}
 	if err := mc.Set(sentinel); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +131,7 @@ func TestFailedAttemptCost(t *testing.T) {
 	var w wire
 	holder := newTestDriver(t, newMC(t))
 	waiter := newTestDriver(t, w.client(t, server.URL))
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := mustAcquire(t, holder, reqFor(key))
 	defer l.Release(ctxFor(t))
 
@@ -160,7 +157,7 @@ func TestFailedAttemptCost(t *testing.T) {
 func TestTokens(t *testing.T) {
 	mc := newMC(t)
 	drivers := []*Driver{newTestDriver(t, mc), newTestDriver(t, newMC(t))}
-	key := testKey(t)
+	key := testkit.Key(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	var last uint64
 	grant := func(i int) driver.Lease {
@@ -202,7 +199,7 @@ func TestTokens(t *testing.T) {
 func TestUnusableCounterRefusesGrant(t *testing.T) {
 	mc := newMC(t)
 	d := newTestDriver(t, mc)
-	key := testKey(t)
+	key := testkit.Key(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	for _, bad := range []string{"abc", "18446744073709551615", strconv.FormatUint(maxToken, 10)} {
 		if err := mc.Set(&gomemcache.Item{Key: n.fence, Value: []byte(bad)}); err != nil {
@@ -221,7 +218,7 @@ func TestUnusableCounterRefusesGrant(t *testing.T) {
 func TestStaleLeaseLeavesNewHolderAlone(t *testing.T) {
 	mc := newMC(t)
 	d1, d2 := newTestDriver(t, mc), newTestDriver(t, newMC(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 	stale := mustAcquire(t, d1, reqFor(key))
 	expire(t, mc, key)
 	req := reqFor(key)
@@ -266,7 +263,7 @@ func TestStaleLeaseLeavesNewHolderAlone(t *testing.T) {
 func TestConcurrentExtendAndRelease(t *testing.T) {
 	mc := newMC(t)
 	d := newTestDriver(t, mc)
-	key := testKey(t)
+	key := testkit.Key(t)
 	for i := range 20 {
 		l := mustAcquire(t, d, reqFor(key))
 		var wg sync.WaitGroup
@@ -289,7 +286,7 @@ func TestConcurrentExtendAndRelease(t *testing.T) {
 func TestCancelledContext(t *testing.T) {
 	mc := newMC(t)
 	d := newTestDriver(t, mc)
-	key := testKey(t)
+	key := testkit.Key(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -332,7 +329,7 @@ func TestBrokenConnectionAfterApply(t *testing.T) {
 	mc := newMC(t)
 	var w wire
 	d := newTestDriver(t, w.client(t, server.URL))
-	key := testKey(t)
+	key := testkit.Key(t)
 
 	// The add went through, its answer was lost: the resend finds the item
 	// named by its own ID, and the grant stands.
@@ -376,7 +373,7 @@ func TestCloseKeepsCallersClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := testKey(t)
+	key := testkit.Key(t)
 	l := mustAcquire(t, d, reqFor(key))
 	if err := d.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -418,14 +415,14 @@ func TestNewRejects(t *testing.T) {
 	}
 	d, _ := New(mc)
 	for _, req := range []driver.Request{
-		{Key: "k", ID: newID(), TTL: testTTL, Mode: driver.Shared},
-		{Key: "k", ID: newID(), TTL: testTTL, Owner: "o"},
+		{Key: "k", ID: testkit.NewID(), TTL: testTTL, Mode: driver.Shared},
+		{Key: "k", ID: testkit.NewID(), TTL: testTTL, Owner: "o"},
 	} {
 		if _, err := d.Acquire(ctxFor(t), req); !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("Acquire(%+v): got %v, want ErrUnsupported", req, err)
 		}
 	}
-	if _, err := d.Acquire(ctxFor(t), driver.Request{Key: "k", ID: newID(), TTL: time.Second}); err == nil {
+	if _, err := d.Acquire(ctxFor(t), driver.Request{Key: "k", ID: testkit.NewID(), TTL: time.Second}); err == nil {
 		t.Error("Acquire with a 1 s TTL: want an error")
 	}
 }
@@ -434,7 +431,7 @@ func TestKeyPrefixSeparatesLocks(t *testing.T) {
 	mc := newMC(t)
 	a := newTestDriver(t, mc, WithKeyPrefix("app-a:"))
 	b := newTestDriver(t, mc, WithKeyPrefix("app-b:"))
-	key := testKey(t)
+	key := testkit.Key(t)
 	la := mustAcquire(t, a, reqFor(key))
 	lb := mustAcquire(t, b, reqFor(key))
 	for _, prefix := range []string{"app-a:", "app-b:"} {
@@ -456,17 +453,9 @@ func TestKeyPrefixSeparatesLocks(t *testing.T) {
 // deadline, as it does here: see suiteTTL.)
 func TestExpiryAfterHolderVanishes(t *testing.T) {
 	holder := newTestDriver(t, newMC(t))
-	ca, err := dlock.New(holder, dlock.WithTTL(testTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ca.Close(context.Background())
-	cb, err := dlock.New(newTestDriver(t, newMC(t)), dlock.WithTTL(testTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cb.Close(context.Background())
-	key := testKey(t)
+	ca := testkit.Client(t, holder, dlock.WithTTL(testTTL))
+	cb := testkit.Client(t, newTestDriver(t, newMC(t)), dlock.WithTTL(testTTL))
+	key := testkit.Key(t)
 	ma, _ := ca.Mutex(key)
 	mb, _ := cb.Mutex(key)
 	la, err := ma.Lock(ctxFor(t))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -73,7 +74,7 @@ func TestEvictionLosesLock(t *testing.T) {
 	url := smallServer(t)
 	addr := serverAddrs(t, url)[0]
 	mc := newMCAt(t, url)
-	key := testKey(t)
+	key := testkit.Key(t)
 	name := namesOf(DefaultKeyPrefix, key).lock
 
 	// Driver level: the Extend after the eviction refuses.
@@ -91,11 +92,7 @@ func TestEvictionLosesLock(t *testing.T) {
 	// Through the core: the lost signal fires at the renewal after the
 	// eviction. Renewal reads and rewrites the item, which protects it in
 	// memcached's LRU, so fill until it is gone.
-	c, err := dlock.New(newTestDriver(t, newMCAt(t, url)), dlock.WithTTL(testTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c := testkit.Client(t, newTestDriver(t, newMCAt(t, url)), dlock.WithTTL(testTTL))
 	m, err := c.Mutex(key)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +128,7 @@ func TestNoEvictionWithDisableEvictions(t *testing.T) {
 	addr := serverAddrs(t, url)[0]
 	mc := newMCAt(t, url)
 	d := newTestDriver(t, mc)
-	key := testKey(t)
+	key := testkit.Key(t)
 	req := reqFor(key)
 	// Filling the server takes seconds on a loaded machine, longer than the
 	// 2.9 s that MinTTL guarantees: the lock must not expire meanwhile,
@@ -152,7 +149,7 @@ func TestNoEvictionWithDisableEvictions(t *testing.T) {
 	if err != nil && (errors.Is(err, driver.ErrNotHeld) || !strings.Contains(err.Error(), "out of memory")) {
 		t.Fatalf("Extend on the full server: got %v, want success or SERVER_ERROR out of memory", err)
 	}
-	other := testKey(t)
+	other := testkit.Key(t)
 	if _, err := d.Acquire(ctxFor(t), reqFor(other)); err == nil || errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("Acquire on the full server: got %v, want an out of memory error", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // A restart loses every lock and counter. Every connection in the client's
@@ -20,7 +21,7 @@ func TestServerRestart(t *testing.T) {
 	server.NeedFaults(t)
 	mc := newMC(t) // 4 idle connections
 	d := newTestDriver(t, mc)
-	key := testKey(t)
+	key := testkit.Key(t)
 
 	// Fill the pool with idle connections.
 	var wg sync.WaitGroup
@@ -32,10 +33,7 @@ func TestServerRestart(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := server.Server.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := server.Server.Start(ctx); err != nil {
+	if err := server.Server.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -65,7 +63,7 @@ func TestPausedServer(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"))
-	l := mustAcquire(t, d, reqFor(testKey(t)))
+	l := mustAcquire(t, d, reqFor(testkit.Key(t)))
 
 	if err := server.Server.Pause(ctxFor(t)); err != nil {
 		t.Fatal(err)
@@ -73,7 +71,7 @@ func TestPausedServer(t *testing.T) {
 	paused := true
 	defer func() {
 		if paused {
-			_ = server.Server.Unpause(context.Background())
+			_ = server.Server.Resume(context.Background())
 		}
 	}()
 	for name, op := range map[string]func(context.Context) error{
@@ -93,7 +91,7 @@ func TestPausedServer(t *testing.T) {
 	}
 	// Acquire cannot return early: it is bounded by the client's Timeout.
 	start := time.Now()
-	if _, err := d.Acquire(ctxFor(t), reqFor(testKey(t))); err == nil {
+	if _, err := d.Acquire(ctxFor(t), reqFor(testkit.Key(t))); err == nil {
 		t.Error("Acquire on a paused server succeeded")
 	}
 	if took := time.Since(start); took > 5*time.Second {
@@ -107,7 +105,7 @@ func TestPausedServer(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("Close waited %v for the background operations, want about the client's Timeout", took)
 	}
-	if err := server.Server.Unpause(ctxFor(t)); err != nil {
+	if err := server.Server.Resume(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
 	paused = false

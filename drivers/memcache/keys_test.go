@@ -9,6 +9,7 @@ import (
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // hostileKeys are dlock keys that would break a driver passing them to
@@ -83,13 +84,13 @@ func TestHostileKeys(t *testing.T) {
 	d2 := newTestDriver(t, w.client(t, server.URL))
 	mc := newMC(t)
 	addr := serverAddrs(t, server.URL)[0]
-	sentinel := &gomemcache.Item{Key: "sentinel-" + newID(), Value: []byte("keep me"), Expiration: 60}
+	sentinel := &gomemcache.Item{Key: "sentinel-" + testkit.NewID(), Value: []byte("keep me"), Expiration: 60}
 	if err := mc.Set(sentinel); err != nil {
 		t.Fatal(err)
 	}
 	flushes := stat(t, addr, "cmd_flush")
 
-	run := testKey(t) // keeps this run's keys apart from earlier runs'
+	run := testkit.Key(t) // keeps this run's keys apart from earlier runs'
 	keys := hostileKeys()
 	var leases []driver.Lease
 	for _, k := range keys {
@@ -97,13 +98,13 @@ func TestHostileKeys(t *testing.T) {
 		if len(key) > 1024 {
 			key = key[len(key)-1024:]
 		}
-		req := driver.Request{Key: key, ID: newID(), TTL: testTTL}
+		req := driver.Request{Key: key, ID: testkit.NewID(), TTL: testTTL}
 		l, err := d1.Acquire(ctxFor(t), req)
 		if err != nil {
 			t.Fatalf("Acquire(%q): %v", key, err)
 		}
 		leases = append(leases, l)
-		if _, err := d2.Acquire(ctxFor(t), driver.Request{Key: key, ID: newID(), TTL: testTTL}); !errors.Is(err, driver.ErrLocked) {
+		if _, err := d2.Acquire(ctxFor(t), driver.Request{Key: key, ID: testkit.NewID(), TTL: testTTL}); !errors.Is(err, driver.ErrLocked) {
 			t.Fatalf("Acquire(%q) while held: got %v, want ErrLocked", key, err)
 		}
 		if err := l.Extend(ctxFor(t), testTTL+time.Second); err != nil {

@@ -1,27 +1,25 @@
 package memcache
 
 import (
-	"context"
-	"crypto/rand"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
-// server is the memcached server of this package's tests: one container
-// started by TestMain, or the server DLOCK_TEST_MEMCACHED_URL names.
+// server is the memcached server of this package's tests: a container that
+// TestMain starts for the whole package (testserver.Main), or the one
+// DLOCK_TEST_MEMCACHED_URL names.
 var server testserver.Target
 
-// TestMain starts one memcached container for the whole package (or uses
-// DLOCK_TEST_MEMCACHED_URL) and terminates it after the tests. Without a
-// Docker engine the server tests skip, saying why, unless
-// DLOCK_REQUIRE_CONTAINERS=1 makes that a failure.
 func TestMain(m *testing.M) { testserver.Main(m, testserver.MemcachedTarget, &server) }
+
+// ctxFor returns a context bounded for one test step.
+var ctxFor = testkit.ContextFor(10 * time.Second)
 
 // serverAddrs returns the host:port list of a memcache:// URL.
 func serverAddrs(tb testing.TB, rawURL string) []string {
@@ -64,22 +62,4 @@ func newTestDriver(tb testing.TB, mc *gomemcache.Client, opts ...Option) *Driver
 	}
 	tb.Cleanup(func() { _ = d.Close() })
 	return d
-}
-
-// testKey returns a key no other test (or earlier run against an external
-// server) uses.
-func testKey(tb testing.TB) string {
-	return "test/" + tb.Name() + "/" + rand.Text()[:8]
-}
-
-// newID returns a request ID shaped like the core's.
-func newID() string {
-	return strings.ToLower(rand.Text()[:26])
-}
-
-// ctxFor returns a context bounded for one test step.
-func ctxFor(tb testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	tb.Cleanup(cancel)
-	return ctx
 }

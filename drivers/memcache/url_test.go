@@ -4,48 +4,38 @@ import (
 	"context"
 	"errors"
 	"net/url"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 func TestParseURL(t *testing.T) {
-	for _, c := range []struct {
-		url     string
-		servers []string
+	type parsed struct {
+		servers string
 		timeout time.Duration
 		idle    int
 		prefix  string
-	}{
-		{"memcache://localhost", []string{"localhost:11211"}, DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
-		{"memcached://10.0.0.1:11311/", []string{"10.0.0.1:11311"}, DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
-		{"MEMCACHE://a:1,b,c:3", []string{"a:1", "b:11211", "c:3"}, DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
-		{"memcache://[::1]", []string{"[::1]:11211"}, DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
-		{"memcache://[::1]:11212", []string{"[::1]:11212"}, DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
-		{"memcache://h?timeout=2s&max_idle_conns=32&key_prefix=app:", []string{"h:11211"}, 2 * time.Second, 32, "app:"},
-		{"memcache://h?key_prefix=", []string{"h:11211"}, DefaultTimeout, DefaultMaxIdleConns, ""},
-	} {
-		u, err := url.Parse(c.url)
-		if err != nil {
-			t.Fatalf("url.Parse(%q): %v", c.url, err)
-		}
-		cfg, err := parseURL(u)
-		if err != nil {
-			t.Errorf("parseURL(%q): %v", c.url, err)
-			continue
-		}
-		if !slices.Equal(cfg.servers, c.servers) || cfg.timeout != c.timeout || cfg.maxIdle != c.idle || cfg.opts.prefix != c.prefix {
-			t.Errorf("parseURL(%q) = %+v, want servers %v timeout %v idle %d prefix %q", c.url, cfg, c.servers, c.timeout, c.idle, c.prefix)
-		}
 	}
+	testkit.ParsesURLs(t, func(u *url.URL) (parsed, error) {
+		cfg, err := parseURL(u)
+		return parsed{strings.Join(cfg.servers, " "), cfg.timeout, cfg.maxIdle, cfg.opts.prefix}, err
+	}, map[string]parsed{
+		"memcache://localhost":        {"localhost:11211", DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
+		"memcached://10.0.0.1:11311/": {"10.0.0.1:11311", DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
+		"MEMCACHE://a:1,b,c:3":        {"a:1 b:11211 c:3", DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
+		"memcache://[::1]":            {"[::1]:11211", DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
+		"memcache://[::1]:11212":      {"[::1]:11212", DefaultTimeout, DefaultMaxIdleConns, DefaultKeyPrefix},
+		"memcache://h?timeout=2s&max_idle_conns=32&key_prefix=app:": {"h:11211", 2 * time.Second, 32, "app:"},
+		"memcache://h?key_prefix=":                                  {"h:11211", DefaultTimeout, DefaultMaxIdleConns, ""},
+	})
 }
 
 func TestParseURLRejects(t *testing.T) {
-	for _, raw := range []string{
+	testkit.RefusesURLs(t, func(u *url.URL) error { _, err := parseURL(u); return err }, "secret",
 		"redis://h:6379",
 		"memcache:h:11211",
 		"memcache://",
@@ -67,19 +57,7 @@ func TestParseURLRejects(t *testing.T) {
 		"memcache://h?key_prefix=a&key_prefix=b",
 		"memcache://h?pool_size=3",
 		"memcache://h?%zz",
-	} {
-		u, err := url.Parse(raw)
-		if err != nil {
-			continue // net/url refused it already, which dlock.Open reports as ErrInvalidURL
-		}
-		_, err = parseURL(u)
-		if !errors.Is(err, dlock.ErrInvalidURL) {
-			t.Errorf("parseURL(%q): got %v, want ErrInvalidURL", raw, err)
-		}
-		if err != nil && strings.Contains(err.Error(), "secret") {
-			t.Errorf("parseURL(%q): the error shows the password: %v", raw, err)
-		}
-	}
+	)
 	u, _ := url.Parse("memcache://" + strings.TrimSuffix(strings.Repeat("h:1,", 65), ","))
 	if _, err := parseURL(u); !errors.Is(err, dlock.ErrInvalidURL) {
 		t.Errorf("parseURL of 65 servers: got %v, want ErrInvalidURL", err)
@@ -94,7 +72,7 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open(%q): %v", raw, err)
 		}
-		m, err := c.Mutex(testKey(t))
+		m, err := c.Mutex(testkit.Key(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,28 +130,20 @@ func TestPingMemcached(t *testing.T) {
 // TTL rules are its own, and a waiter gets the lock after a release.
 func TestCoreOverDriver(t *testing.T) {
 	mc := newMC(t)
-	c1, err := dlock.New(newTestDriver(t, mc), dlock.WithTTL(testTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c1.Close(context.Background())
-	c2, err := dlock.New(newTestDriver(t, newMC(t)), dlock.WithTTL(testTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close(context.Background())
+	c1 := testkit.Client(t, newTestDriver(t, mc), dlock.WithTTL(testTTL))
+	c2 := testkit.Client(t, newTestDriver(t, newMC(t)), dlock.WithTTL(testTTL))
 
-	if _, err := c1.RWMutex(testKey(t)); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := c1.RWMutex(testkit.Key(t)); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("RWMutex: got %v, want ErrUnsupported", err)
 	}
-	if _, err := c1.Mutex(testKey(t), dlock.WithOwner("me")); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := c1.Mutex(testkit.Key(t), dlock.WithOwner("me")); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("WithOwner: got %v, want ErrUnsupported", err)
 	}
-	if _, err := c1.Mutex(testKey(t), dlock.WithTTL(2*time.Second)); !errors.Is(err, dlock.ErrInvalidTTL) || !strings.Contains(err.Error(), "driver's 5s to") || !strings.Contains(err.Error(), "whole seconds") {
+	if _, err := c1.Mutex(testkit.Key(t), dlock.WithTTL(2*time.Second)); !errors.Is(err, dlock.ErrInvalidTTL) || !strings.Contains(err.Error(), "driver's 5s to") || !strings.Contains(err.Error(), "whole seconds") {
 		t.Errorf("WithTTL(2s): got %v, want ErrInvalidTTL naming the 5 s minimum and why", err)
 	}
 
-	key := testKey(t)
+	key := testkit.Key(t)
 	m1, _ := c1.Mutex(key)
 	m2, _ := c2.Mutex(key)
 	l1, err := m1.Lock(ctxFor(t))
@@ -183,30 +153,15 @@ func TestCoreOverDriver(t *testing.T) {
 	if left := time.Until(l1.Deadline()); left > 2900*time.Millisecond || left < 2*time.Second {
 		t.Errorf("deadline %v away, want just under the 2.9 s a 5 s TTL is guaranteed", left)
 	}
-	got := make(chan dlock.Lease, 1)
-	errc := make(chan error, 1)
-	go func() {
-		l, err := m2.Lock(ctxFor(t))
-		if err != nil {
-			errc <- err
-			return
-		}
-		got <- l
-	}()
+	waiter := testkit.Go(func() (dlock.Lease, error) { return m2.Lock(ctxFor(t)) })
 	if err := l1.Unlock(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case l2 := <-got:
-		if l2.Token() <= l1.Token() {
-			t.Errorf("token %d after %d", l2.Token(), l1.Token())
-		}
-		if err := l2.Unlock(ctxFor(t)); err != nil {
-			t.Fatal(err)
-		}
-	case err := <-errc:
-		t.Fatalf("waiter's Lock: %v", err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter did not get the lock")
+	l2 := waiter.Within(t, 5*time.Second, "the waiter's Lock")
+	if l2.Token() <= l1.Token() {
+		t.Errorf("token %d after %d", l2.Token(), l1.Token())
+	}
+	if err := l2.Unlock(ctxFor(t)); err != nil {
+		t.Fatal(err)
 	}
 }

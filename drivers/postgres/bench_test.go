@@ -14,6 +14,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/benchkit"
 	"github.com/dlock-go/dlock/internal/benchtargets"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // The benchmarks compare dlock over this driver (through the core, as an
@@ -32,13 +33,7 @@ import (
 
 func benchClient(b *testing.B, opts ...Option) *dlock.Client {
 	b.Helper()
-	d := newTestDriver(b, opts...)
-	c, err := dlock.New(d, dlock.WithTTL(15*time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = c.Close(context.Background()) })
-	return c
+	return testkit.Client(b, newTestDriver(b, opts...), dlock.WithTTL(15*time.Second))
 }
 
 func benchConn(b *testing.B) *pgx.Conn {
@@ -88,7 +83,7 @@ func (x *rawLocker) unlock(ctx context.Context) error {
 // lockers returns n contenders on one key of kind "dlock" (one Client,
 // shared as an application would) or "raw" (one connection each).
 func lockers(b *testing.B, kind string, n int) []locker {
-	key := testKey(b)
+	key := testkit.Key(b)
 	out := make([]locker, n)
 	switch kind {
 	case "dlock":

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // Many blocking acquisitions, cancelled at random moments while the lock
@@ -20,7 +22,7 @@ func TestCancelledWaitsRace(t *testing.T) {
 	holder := newTestDriver(t)
 	dw := newTestDriver(t, WithMaxConns(waiters))
 	admin := rawConn(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = 10 * time.Second
 
 	var inside atomic.Int32
@@ -41,7 +43,7 @@ func TestCancelledWaitsRace(t *testing.T) {
 				return
 			default:
 			}
-			l, err := holder.Acquire(ctxFor(t), block(reqFor(key, ttl)))
+			l, err := holder.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(key, ttl)))
 			if err != nil {
 				t.Errorf("holder's Acquire: %v", err)
 				return
@@ -61,7 +63,7 @@ func TestCancelledWaitsRace(t *testing.T) {
 	var warm sync.WaitGroup
 	for range waiters {
 		warm.Go(func() {
-			l, err := dw.Acquire(ctxFor(t), block(reqFor(testKey(t), ttl)))
+			l, err := dw.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(testkit.Key(t), ttl)))
 			if err != nil {
 				t.Errorf("warm-up: %v", err)
 				return
@@ -78,7 +80,7 @@ func TestCancelledWaitsRace(t *testing.T) {
 		wg.Go(func() {
 			for range rounds {
 				ctx, cancel := context.WithTimeout(context.Background(), rand.N(10*time.Millisecond))
-				l, err := dw.Acquire(ctx, block(reqFor(key, ttl)))
+				l, err := dw.Acquire(ctx, testkit.Blocking(testkit.Request(key, ttl)))
 				cancel()
 				switch {
 				case err == nil:
@@ -105,7 +107,7 @@ func TestCancelledWaitsRace(t *testing.T) {
 	if n := sessionsHolding(t, admin, KeyID(key)); n != 0 {
 		t.Fatalf("%d sessions hold the key after every holder left: a cancelled wait leaked its grant", n)
 	}
-	mustRelease(t, mustTry(t, newTestDriver(t), reqFor(key, ttl)))
+	mustRelease(t, mustTry(t, newTestDriver(t), testkit.Request(key, ttl)))
 	// A cancelled wait keeps its connection: the waiters needed no more
 	// connections than could wait at once (a few more, were one broken by
 	// a cancel request that came too late, are tolerated).
@@ -114,7 +116,7 @@ func TestCancelledWaitsRace(t *testing.T) {
 	}
 	// And they still work.
 	for range waiters {
-		l, err := dw.Acquire(ctxFor(t), block(reqFor(key, ttl)))
+		l, err := dw.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(key, ttl)))
 		if err != nil {
 			t.Fatalf("Acquire after the race: %v", err)
 		}
@@ -130,14 +132,14 @@ func TestCancelledWaitsRace(t *testing.T) {
 func TestCancelledWaitKeepsConnection(t *testing.T) {
 	noLeaks(t)
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
-	l := mustTry(t, d1, reqFor(key, 10*time.Second))
-	mustRelease(t, mustTry(t, d2, reqFor(testKey(t), time.Second))) // d2 has one connection
+	key := testkit.Key(t)
+	l := mustTry(t, d1, testkit.Request(key, 10*time.Second))
+	mustRelease(t, mustTry(t, d2, testkit.Request(testkit.Key(t), time.Second))) // d2 has one connection
 	before := d2.sessions.dials.Load()
 	for range 5 {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		start := time.Now()
-		_, err := d2.Acquire(ctx, block(reqFor(key, time.Second)))
+		_, err := d2.Acquire(ctx, testkit.Blocking(testkit.Request(key, time.Second)))
 		cancel()
 		if err != context.DeadlineExceeded {
 			t.Fatalf("cancelled Acquire: got %v, want exactly context.DeadlineExceeded", err)
@@ -150,5 +152,5 @@ func TestCancelledWaitKeepsConnection(t *testing.T) {
 		t.Fatalf("%d connections made by 5 cancelled waits, want the one connection kept", dials)
 	}
 	mustRelease(t, l)
-	mustRelease(t, mustTry(t, d2, reqFor(key, time.Second)))
+	mustRelease(t, mustTry(t, d2, testkit.Request(key, time.Second)))
 }

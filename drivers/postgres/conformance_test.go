@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -11,18 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/conformance/containerfaults"
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
-
-// openURL makes a Driver the way dlock.Open does, from the test server's URL.
-func openURL(ctx context.Context, raw string) (driver.Driver, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, err
-	}
-	return open(ctx, u)
-}
 
 // holders returns the backend processes that hold the advisory key id.
 func holders(ctx context.Context, c *pgconn.PgConn, id int64) ([]string, error) {
@@ -63,6 +54,7 @@ func terminate(ctx context.Context, c *pgconn.PgConn, id int64) error {
 func TestConformance(t *testing.T) {
 	noLeaks(t)
 	server.Need(t)
+	u := testkit.URL(t, server.URL)
 	var mu sync.Mutex
 	var strangers []*pgconn.PgConn
 	t.Cleanup(func() {
@@ -76,7 +68,7 @@ func TestConformance(t *testing.T) {
 	})
 	h := conformance.Harness{
 		NewDriver: func(ctx context.Context) (driver.Driver, error) {
-			return openURL(ctx, server.URL)
+			return open(ctx, u)
 		},
 		// 2 s: the server ends a lock's session when no heartbeat came for
 		// the TTL (idle_session_timeout), and with 1 s, heartbeats delayed by
@@ -110,30 +102,8 @@ func TestConformance(t *testing.T) {
 		},
 		// A client whose link to the server the partition cases cut: the
 		// server sees an idle session, its connection open.
-		NewLinkedDriver: func(ctx context.Context) (driver.Driver, conformance.Link, error) {
-			proxied, link, err := testserver.ProxyURL(server.URL)
-			if err != nil {
-				return nil, nil, err
-			}
-			d, err := openURL(ctx, proxied)
-			if err != nil {
-				_ = link.Close()
-				return nil, nil, err
-			}
-			return d, link, nil
-		},
-	}
-	if server.Faults() {
-		h.Faults = &conformance.Faults{
-			Pause:  server.Server.Pause,
-			Resume: server.Server.Unpause,
-			Restart: func(ctx context.Context) error {
-				if err := server.Server.Stop(ctx); err != nil {
-					return err
-				}
-				return server.Server.Start(ctx)
-			},
-		}
+		NewLinkedDriver: containerfaults.LinkedURL(u, open),
+		Faults:          server.FaultHooks(),
 	}
 	conformance.Run(t, h)
 }

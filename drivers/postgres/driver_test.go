@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,26 +13,17 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
-func reqFor(key string, ttl time.Duration) driver.Request {
-	return driver.Request{Key: key, ID: strings.ToLower(rand.Text()[:26]), TTL: ttl}
-}
-
-// block makes req a blocking one: it waits in the backend's queue.
-func block(req driver.Request) driver.Request {
-	req.Block = true
-	return req
-}
-
 func sharedReq(key string, ttl time.Duration) driver.Request {
-	r := reqFor(key, ttl)
+	r := testkit.Request(key, ttl)
 	r.Mode = driver.Shared
 	return r
 }
 
 func ownerReq(key, owner string, mode driver.Mode, ttl time.Duration) driver.Request {
-	r := reqFor(key, ttl)
+	r := testkit.Request(key, ttl)
 	r.Owner, r.Mode = owner, mode
 	return r
 }
@@ -95,8 +85,8 @@ func TestExclusive(t *testing.T) {
 	noLeaks(t)
 	d1, d2 := newTestDriver(t), newTestDriver(t)
 	admin := rawConn(t)
-	key := testKey(t)
-	l1 := mustTry(t, d1, reqFor(key, 5*time.Second))
+	key := testkit.Key(t)
+	l1 := mustTry(t, d1, testkit.Request(key, 5*time.Second))
 	if l1.Token() == 0 {
 		t.Fatal("token 0, want a fencing token")
 	}
@@ -106,8 +96,8 @@ func TestExclusive(t *testing.T) {
 	if n := sessionsHolding(t, admin, KeyID(key)); n != 1 {
 		t.Fatalf("%d sessions hold the advisory key, want 1", n)
 	}
-	expectLocked(t, d2, reqFor(key, time.Second), "d1 holds it")
-	expectLocked(t, d1, reqFor(key, time.Second), "d1 holds it: the same Driver must not stack a second hold")
+	expectLocked(t, d2, testkit.Request(key, time.Second), "d1 holds it")
+	expectLocked(t, d1, testkit.Request(key, time.Second), "d1 holds it: the same Driver must not stack a second hold")
 	expectLocked(t, d2, sharedReq(key, time.Second), "a writer excludes readers")
 	if err := l1.Extend(ctxFor(t), 5*time.Second); err != nil {
 		t.Fatalf("Extend: %v", err)
@@ -122,7 +112,7 @@ func TestExclusive(t *testing.T) {
 	if err := l1.Extend(ctxFor(t), time.Second); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("Extend after Release: got %v, want ErrNotHeld", err)
 	}
-	l2 := mustTry(t, d2, reqFor(key, time.Second))
+	l2 := mustTry(t, d2, testkit.Request(key, time.Second))
 	if l2.Token() <= l1.Token() {
 		t.Fatalf("token %d after %d, want it to increase", l2.Token(), l1.Token())
 	}
@@ -130,7 +120,7 @@ func TestExclusive(t *testing.T) {
 	// The connection went back to the idle list and is reused.
 	before := d1.sessions.dials.Load()
 	for range 3 {
-		mustRelease(t, mustTry(t, d1, reqFor(key, time.Second)))
+		mustRelease(t, mustTry(t, d1, testkit.Request(key, time.Second)))
 	}
 	if after := d1.sessions.dials.Load(); after != before {
 		t.Fatalf("%d new connections for 3 sequential locks, want the idle one reused", after-before)
@@ -150,9 +140,9 @@ func TestExplicitAdvisoryKey(t *testing.T) {
 	if got := queryText(t, stranger, fmt.Sprintf("SELECT pg_try_advisory_lock(%d)", id)); got != "t" {
 		t.Fatalf("stranger's pg_try_advisory_lock: %q", got)
 	}
-	expectLocked(t, d, reqFor(key, time.Second), "a stranger holds pg_advisory_lock(id)")
+	expectLocked(t, d, testkit.Request(key, time.Second), "a stranger holds pg_advisory_lock(id)")
 	queryText(t, stranger, fmt.Sprintf("SELECT pg_advisory_unlock(%d)", id))
-	l := mustTry(t, d, reqFor(key, 5*time.Second))
+	l := mustTry(t, d, testkit.Request(key, 5*time.Second))
 	if got := queryText(t, stranger, fmt.Sprintf("SELECT pg_try_advisory_lock(%d)", id)); got != "f" {
 		t.Fatalf("stranger's pg_try_advisory_lock while dlock holds AdvisoryKey(id): %q, want f", got)
 	}
@@ -173,7 +163,7 @@ func TestExplicitAdvisoryKey(t *testing.T) {
 func TestShared(t *testing.T) {
 	d1, d2, d3 := newTestDriver(t), newTestDriver(t), newTestDriver(t)
 	admin := rawConn(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	r1 := mustTry(t, d1, sharedReq(key, 5*time.Second))
 	r2 := mustTry(t, d2, sharedReq(key, 5*time.Second))
 	r3 := mustTry(t, d1, sharedReq(key, 5*time.Second)) // same Driver, own session
@@ -183,16 +173,16 @@ func TestShared(t *testing.T) {
 	if r1.Token() == r2.Token() || r2.Token() == r3.Token() {
 		t.Fatalf("reader tokens %d %d %d, want one per grant", r1.Token(), r2.Token(), r3.Token())
 	}
-	expectLocked(t, d3, reqFor(key, time.Second), "three readers hold it")
+	expectLocked(t, d3, testkit.Request(key, time.Second), "three readers hold it")
 	for _, l := range []driver.Lease{r1, r2} {
 		if err := l.Extend(ctxFor(t), 5*time.Second); err != nil {
 			t.Fatalf("reader's Extend: %v", err)
 		}
 		mustRelease(t, l)
-		expectLocked(t, d3, reqFor(key, time.Second), "a reader is still inside")
+		expectLocked(t, d3, testkit.Request(key, time.Second), "a reader is still inside")
 	}
 	mustRelease(t, r3)
-	w := mustTry(t, d3, reqFor(key, 5*time.Second))
+	w := mustTry(t, d3, testkit.Request(key, 5*time.Second))
 	expectLocked(t, d1, sharedReq(key, time.Second), "a writer holds it")
 	mustRelease(t, w)
 }
@@ -201,7 +191,7 @@ func TestReentrantAcrossDrivers(t *testing.T) {
 	noLeaks(t)
 	d1, d2, d3 := newTestDriver(t), newTestDriver(t), newTestDriver(t)
 	admin := rawConn(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = 5 * time.Second
 	a1 := mustTry(t, d1, ownerReq(key, "a", driver.Exclusive, ttl))
 	a2 := mustTry(t, d2, ownerReq(key, "a", driver.Exclusive, ttl))
@@ -216,11 +206,11 @@ func TestReentrantAcrossDrivers(t *testing.T) {
 	expectLocked(t, d3, ownerReq(key, "b", driver.Exclusive, ttl), "owner a holds it")
 	expectLocked(t, d3, ownerReq(key, "b", driver.Shared, ttl), "owner a holds it")
 	expectLocked(t, d3, ownerReq(key, "a", driver.Shared, ttl), "owner a holds it exclusively; its read lock is another hold")
-	expectLocked(t, d3, reqFor(key, ttl), "owner a holds it")
+	expectLocked(t, d3, testkit.Request(key, ttl), "owner a holds it")
 	expectLocked(t, d3, sharedReq(key, ttl), "owner a holds it")
 	for _, l := range []driver.Lease{a1, a3} { // the first member leaves first
 		mustRelease(t, l)
-		expectLocked(t, d3, reqFor(key, ttl), "a member of owner a's group is left")
+		expectLocked(t, d3, testkit.Request(key, ttl), "a member of owner a's group is left")
 		expectLocked(t, d3, ownerReq(key, "b", driver.Exclusive, ttl), "a member of owner a's group is left")
 	}
 	if err := a2.Extend(ctxFor(t), ttl); err != nil {
@@ -246,7 +236,7 @@ func TestReentrantAcrossDrivers(t *testing.T) {
 
 func TestReentrantShared(t *testing.T) {
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = 5 * time.Second
 	a1 := mustTry(t, d1, ownerReq(key, "a", driver.Shared, ttl))
 	r := mustTry(t, d2, sharedReq(key, ttl))                     // plain readers share
@@ -255,28 +245,28 @@ func TestReentrantShared(t *testing.T) {
 	if a2.Token() != a1.Token() || b1.Token() == a1.Token() {
 		t.Fatalf("tokens a %d %d, b %d: want a's re-entry to share a's token, and b its own", a1.Token(), a2.Token(), b1.Token())
 	}
-	expectLocked(t, d1, reqFor(key, ttl), "readers hold it")
+	expectLocked(t, d1, testkit.Request(key, ttl), "readers hold it")
 	expectLocked(t, d1, ownerReq(key, "a", driver.Exclusive, ttl), "readers (owner a's among them) hold it")
 	for _, l := range []driver.Lease{a1, r, b1} {
 		mustRelease(t, l)
-		expectLocked(t, d1, reqFor(key, ttl), "a reader is left")
+		expectLocked(t, d1, testkit.Request(key, ttl), "a reader is left")
 	}
 	mustRelease(t, a2)
-	mustRelease(t, mustTry(t, d1, reqFor(key, ttl)))
+	mustRelease(t, mustTry(t, d1, testkit.Request(key, ttl)))
 }
 
 // A writer waiting in PostgreSQL's queue must not stall a re-entry by the
 // owner that holds the lock: the re-entry is answered at once.
 func TestReentryWhileWriterWaits(t *testing.T) {
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = 5 * time.Second
 	a1 := mustTry(t, d1, ownerReq(key, "a", driver.Exclusive, ttl))
 	waiting := make(chan error, 1)
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	defer cancel()
 	go func() {
-		l, err := d2.Acquire(ctx, block(reqFor(key, ttl)))
+		l, err := d2.Acquire(ctx, testkit.Blocking(testkit.Request(key, ttl)))
 		if err == nil {
 			err = l.Release(context.Background())
 		}
@@ -284,7 +274,7 @@ func TestReentryWhileWriterWaits(t *testing.T) {
 	}()
 	// Let the writer try (and find the group in its way) a few times.
 	for range 5 {
-		expectLocked(t, d1, reqFor(key, ttl), "the group holds it")
+		expectLocked(t, d1, testkit.Request(key, ttl), "the group holds it")
 	}
 	start := time.Now()
 	a2, err := d1.Acquire(ctxFor(t), ownerReq(key, "a", driver.Exclusive, ttl))
@@ -313,12 +303,12 @@ func TestReentryWhileWriterWaits(t *testing.T) {
 
 func TestOwnerLockWaits(t *testing.T) {
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = 5 * time.Second
-	plain := mustTry(t, d1, reqFor(key, ttl))
+	plain := mustTry(t, d1, testkit.Request(key, ttl))
 	got := make(chan driver.Lease, 1)
 	go func() {
-		l, err := d2.Acquire(ctxFor(t), block(ownerReq(key, "b", driver.Exclusive, ttl)))
+		l, err := d2.Acquire(ctxFor(t), testkit.Blocking(ownerReq(key, "b", driver.Exclusive, ttl)))
 		if err != nil {
 			t.Errorf("owner Lock: %v", err)
 		}
@@ -339,8 +329,8 @@ func TestOwnerLockWaits(t *testing.T) {
 func TestMarkerGuardsForeignSession(t *testing.T) {
 	d := newTestDriver(t)
 	admin := rawConn(t)
-	key := testKey(t)
-	mustRelease(t, mustTry(t, d, reqFor(key, time.Second))) // one idle session now
+	key := testkit.Key(t)
+	mustRelease(t, mustTry(t, d, testkit.Request(key, time.Second))) // one idle session now
 	// Make the idle session look like someone else's, as a pooler that
 	// swapped server sessions would.
 	s, err := d.sessions.get(ctxFor(t), true)
@@ -351,7 +341,7 @@ func TestMarkerGuardsForeignSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.sessions.put(s)
-	_, err = d.Acquire(ctxFor(t), reqFor(key, time.Second))
+	_, err = d.Acquire(ctxFor(t), testkit.Request(key, time.Second))
 	if !errors.Is(err, ErrSessionChanged) {
 		t.Fatalf("Acquire on a foreign session: got %v, want ErrSessionChanged", err)
 	}
@@ -359,13 +349,13 @@ func TestMarkerGuardsForeignSession(t *testing.T) {
 		t.Fatalf("%d sessions hold the key after a refused statement, want 0: it must lock nothing on a foreign session", n)
 	}
 	// The foreign connection was dropped; the next one is fine.
-	mustRelease(t, mustTry(t, d, reqFor(key, time.Second)))
+	mustRelease(t, mustTry(t, d, testkit.Request(key, time.Second)))
 }
 
 func TestIdleSessionTimeoutRestored(t *testing.T) {
 	d := newTestDriver(t)
-	key := testKey(t)
-	l := mustTry(t, d, reqFor(key, 1500*time.Millisecond))
+	key := testkit.Key(t)
+	l := mustTry(t, d, testkit.Request(key, 1500*time.Millisecond))
 	mustRelease(t, l)
 	s, err := d.sessions.get(ctxFor(t), true)
 	if err != nil {
@@ -394,13 +384,13 @@ func TestNoLossAfterRelease(t *testing.T) {
 		reports = append(reports, reason)
 		mu.Unlock()
 	}
-	released := mustTry(t, d, reqFor(testKey(t), 5*time.Second))
+	released := mustTry(t, d, testkit.Request(testkit.Key(t), 5*time.Second))
 	released.OnLoss(report)
 	if err := released.Extend(ctxFor(t), 5*time.Second); err != nil { // watched from now on
 		t.Fatalf("Extend: %v", err)
 	}
 	mustRelease(t, released)
-	held := mustTry(t, d, reqFor(testKey(t), 5*time.Second))
+	held := mustTry(t, d, testkit.Request(testkit.Key(t), 5*time.Second))
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -418,8 +408,8 @@ func TestNoLossAfterRelease(t *testing.T) {
 func TestUseAfterClose(t *testing.T) {
 	noLeaks(t)
 	d := newTestDriver(t)
-	key := testKey(t)
-	l := mustTry(t, d, reqFor(key, 5*time.Second))
+	key := testkit.Key(t)
+	l := mustTry(t, d, testkit.Request(key, 5*time.Second))
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -427,8 +417,8 @@ func TestUseAfterClose(t *testing.T) {
 		t.Fatalf("loss reason after Close: %v, want ErrClosed", cause)
 	}
 	for name, err := range map[string]error{
-		"Acquire":          errOf(d.Acquire(ctxFor(t), reqFor(key, time.Second))),
-		"blocking Acquire": errOf(d.Acquire(ctxFor(t), block(reqFor(key, time.Second)))),
+		"Acquire":          errOf(d.Acquire(ctxFor(t), testkit.Request(key, time.Second))),
+		"blocking Acquire": errOf(d.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(key, time.Second)))),
 		"Extend":           l.Extend(ctxFor(t), time.Second),
 		"Release":          l.Release(ctxFor(t)),
 	} {
@@ -440,21 +430,21 @@ func TestUseAfterClose(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 	// Its locks ended with its connections.
-	mustRelease(t, mustTry(t, newTestDriver(t), reqFor(key, time.Second)))
+	mustRelease(t, mustTry(t, newTestDriver(t), testkit.Request(key, time.Second)))
 }
 
 func errOf[V any](_ V, err error) error { return err }
 
 func TestConnLimit(t *testing.T) {
 	d := newTestDriver(t, WithMaxConns(1))
-	k1, k2 := testKey(t), testKey(t)
-	l1 := mustTry(t, d, reqFor(k1, 5*time.Second))
-	if _, err := d.Acquire(ctxFor(t), reqFor(k2, time.Second)); !errors.Is(err, ErrConnLimit) {
+	k1, k2 := testkit.Key(t), testkit.Key(t)
+	l1 := mustTry(t, d, testkit.Request(k1, 5*time.Second))
+	if _, err := d.Acquire(ctxFor(t), testkit.Request(k2, time.Second)); !errors.Is(err, ErrConnLimit) {
 		t.Fatalf("Acquire with the only connection holding a lock: got %v, want ErrConnLimit", err)
 	}
 	got := make(chan error, 1)
 	go func() {
-		l2, err := d.Acquire(ctxFor(t), block(reqFor(k2, time.Second)))
+		l2, err := d.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(k2, time.Second)))
 		if err == nil {
 			err = l2.Release(ctxFor(t))
 		}
@@ -462,7 +452,7 @@ func TestConnLimit(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(ctxFor(t), 100*time.Millisecond)
 	defer cancel()
-	if _, err := d.Acquire(ctx, block(reqFor(testKey(t), time.Second))); err != context.DeadlineExceeded {
+	if _, err := d.Acquire(ctx, testkit.Blocking(testkit.Request(testkit.Key(t), time.Second))); err != context.DeadlineExceeded {
 		t.Fatalf("Acquire waiting for a connection past its deadline: got %v, want exactly context.DeadlineExceeded", err)
 	}
 	mustRelease(t, l1) // its connection passes to the waiting Acquire
@@ -481,15 +471,15 @@ func TestConnLimit(t *testing.T) {
 
 func TestInspect(t *testing.T) {
 	d, other := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	info, err := d.Inspect(ctxFor(t), key)
 	if err != nil || info.Held || info.Waiters != 0 {
 		t.Fatalf("Inspect of a free lock: %+v, %v", info, err)
 	}
-	l := mustTry(t, other, reqFor(key, 5*time.Second))
+	l := mustTry(t, other, testkit.Request(key, 5*time.Second))
 	waiting := make(chan driver.Lease, 1)
 	go func() {
-		l, err := d.Acquire(ctxFor(t), block(reqFor(key, 5*time.Second)))
+		l, err := d.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(key, 5*time.Second)))
 		if err != nil {
 			t.Errorf("Acquire: %v", err)
 		}

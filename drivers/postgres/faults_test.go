@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // lostContext returns a context cancelled when l reports its loss, with the
@@ -38,9 +39,9 @@ func TestTerminatedBackend(t *testing.T) {
 	noLeaks(t)
 	d1, d2 := newTestDriver(t), newTestDriver(t)
 	admin := rawConn(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = time.Minute // no later heartbeat could be the one to notice
-	l := mustTry(t, d1, reqFor(key, ttl))
+	l := mustTry(t, d1, testkit.Request(key, ttl))
 	if err := l.Extend(ctxFor(t), ttl); err != nil {
 		t.Fatalf("first heartbeat: %v", err)
 	}
@@ -53,7 +54,7 @@ func TestTerminatedBackend(t *testing.T) {
 		t.Errorf("loss cause %v, want the connection's end with the server's 57P01", cause)
 	}
 	t.Logf("loss reported %v after the termination started", time.Since(start).Round(time.Millisecond))
-	l2 := mustTry(t, d2, reqFor(key, ttl)) // at once: no TTL to wait for
+	l2 := mustTry(t, d2, testkit.Request(key, ttl)) // at once: no TTL to wait for
 	if l2.Token() <= l.Token() {
 		t.Errorf("token %d after %d, want more", l2.Token(), l.Token())
 	}
@@ -63,9 +64,9 @@ func TestTerminatedBackend(t *testing.T) {
 	if err := l.Release(ctxFor(t)); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("Release of the terminated lease: got %v, want ErrNotHeld", err)
 	}
-	expectLocked(t, d1, reqFor(key, ttl), "the stale Release must leave the new holder's lock alone")
+	expectLocked(t, d1, testkit.Request(key, ttl), "the stale Release must leave the new holder's lock alone")
 	mustRelease(t, l2)
-	mustRelease(t, mustTry(t, d1, reqFor(key, ttl))) // d1 still works
+	mustRelease(t, mustTry(t, d1, testkit.Request(key, ttl))) // d1 still works
 }
 
 // The server ends an unrenewed lock's session by itself (the driver keeps no
@@ -75,9 +76,9 @@ func TestTerminatedBackend(t *testing.T) {
 func TestServerSideExpiry(t *testing.T) {
 	noLeaks(t)
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = time.Second
-	l := mustTry(t, d1, reqFor(key, ttl)).(*lease)
+	l := mustTry(t, d1, testkit.Request(key, ttl)).(*lease)
 	renewed := time.Now()
 	if err := l.Extend(ctxFor(t), ttl); err != nil { // and then no more
 		t.Fatalf("Extend: %v", err)
@@ -88,7 +89,7 @@ func TestServerSideExpiry(t *testing.T) {
 	if timer != nil {
 		t.Fatal("the driver keeps an expiry timer although the server expires the session")
 	}
-	l2, err := d2.Acquire(ctxFor(t), block(reqFor(key, ttl)))
+	l2, err := d2.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(key, ttl)))
 	if err != nil {
 		t.Fatalf("contender's Acquire: %v", err)
 	}
@@ -110,8 +111,8 @@ func TestServerSideExpiry(t *testing.T) {
 // happens when something unlocks behind the driver's back on its session.
 func TestHeartbeatFindsLockGone(t *testing.T) {
 	d := newTestDriver(t)
-	key := testKey(t)
-	l := mustTry(t, d, reqFor(key, 5*time.Second)).(*lease)
+	key := testkit.Key(t)
+	l := mustTry(t, d, testkit.Request(key, 5*time.Second)).(*lease)
 	s, err := l.begin(ctxFor(t))
 	if err != nil {
 		t.Fatal(err)
@@ -135,13 +136,13 @@ func TestServerRestart(t *testing.T) {
 	noLeaks(t)
 	server.NeedFaults(t)
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = time.Minute
-	l := mustTry(t, d1, reqFor(key, ttl))
+	l := mustTry(t, d1, testkit.Request(key, ttl))
 	if err := l.Extend(ctxFor(t), ttl); err != nil { // watched from now on
 		t.Fatalf("Extend: %v", err)
 	}
-	mustRelease(t, mustTry(t, d2, reqFor(testKey(t), ttl))) // d2 has an idle connection
+	mustRelease(t, mustTry(t, d2, testkit.Request(testkit.Key(t), ttl))) // d2 has an idle connection
 	ctx := ctxFor(t)
 	stopErr := server.Server.Stop(ctx)
 	lost := lostContext(l)
@@ -161,7 +162,7 @@ func TestServerRestart(t *testing.T) {
 	t.Logf("loss cause: %v", context.Cause(lost))
 	// d2's idle connection died with the server: the driver finds out and
 	// uses a new one.
-	l2, err := d2.Acquire(ctxFor(t), block(reqFor(key, ttl)))
+	l2, err := d2.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(key, ttl)))
 	if err != nil {
 		t.Fatalf("Acquire after the restart: %v", err)
 	}
@@ -182,10 +183,10 @@ func TestServerPaused(t *testing.T) {
 	noLeaks(t)
 	server.NeedFaults(t)
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = time.Second
-	l := mustTry(t, d1, reqFor(key, ttl))
-	mustRelease(t, mustTry(t, d2, reqFor(testKey(t), ttl))) // warm d2 before the pause
+	l := mustTry(t, d1, testkit.Request(key, ttl))
+	mustRelease(t, mustTry(t, d2, testkit.Request(testkit.Key(t), ttl))) // warm d2 before the pause
 	ctx := ctxFor(t)
 	if err := server.Server.Pause(ctx); err != nil {
 		t.Fatal(err)
@@ -194,7 +195,7 @@ func TestServerPaused(t *testing.T) {
 	resume := func() {
 		if !resumed {
 			resumed = true
-			if err := server.Server.Unpause(context.Background()); err != nil {
+			if err := server.Server.Resume(context.Background()); err != nil {
 				t.Error(err)
 			}
 		}
@@ -210,7 +211,7 @@ func TestServerPaused(t *testing.T) {
 	t.Logf("Extend: %v; loss cause: %v", err, cause)
 	time.Sleep(ttl) // the length of the fault
 	resume()
-	l2, err := d2.Acquire(ctxFor(t), block(reqFor(key, ttl)))
+	l2, err := d2.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(key, ttl)))
 	if err != nil {
 		t.Fatalf("Acquire after the pause: %v", err)
 	}
@@ -223,9 +224,9 @@ func TestServerPaused(t *testing.T) {
 func TestClientSideExpiry(t *testing.T) {
 	noLeaks(t)
 	d1, d2 := newTestDriver(t), newTestDriver(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	const ttl = time.Second
-	mustRelease(t, mustTry(t, d1, reqFor(testKey(t), ttl)))
+	mustRelease(t, mustTry(t, d1, testkit.Request(testkit.Key(t), ttl)))
 	s, err := d1.sessions.get(ctxFor(t), true)
 	if err != nil {
 		t.Fatal(err)
@@ -236,14 +237,14 @@ func TestClientSideExpiry(t *testing.T) {
 	// start of the call, not from its return, which comes later on a loaded
 	// machine: the lock may be free again a TTL after the call started.
 	started := time.Now()
-	l := mustTry(t, d1, reqFor(key, ttl)).(*lease)
+	l := mustTry(t, d1, testkit.Request(key, ttl)).(*lease)
 	l.mu.Lock()
 	timer := l.expiry
 	l.mu.Unlock()
 	if timer == nil {
 		t.Fatal("no expiry timer where the server cannot expire the session")
 	}
-	l2, err := d2.Acquire(ctxFor(t), block(reqFor(key, ttl)))
+	l2, err := d2.Acquire(ctxFor(t), testkit.Blocking(testkit.Request(key, ttl)))
 	if err != nil {
 		t.Fatalf("contender's Acquire: %v", err)
 	}
@@ -265,8 +266,8 @@ func TestTerminatedBeforeFirstHeartbeat(t *testing.T) {
 	noLeaks(t)
 	d := newTestDriver(t)
 	admin := rawConn(t)
-	key := testKey(t)
-	l := mustTry(t, d, reqFor(key, time.Minute))
+	key := testkit.Key(t)
+	l := mustTry(t, d, testkit.Request(key, time.Minute))
 	if err := terminate(ctxFor(t), admin, KeyID(key)); err != nil {
 		t.Fatal(err)
 	}
@@ -276,5 +277,5 @@ func TestTerminatedBeforeFirstHeartbeat(t *testing.T) {
 	if cause := lostWithin(t, l, time.Second, "after the heartbeat"); !isCode(cause, "57P01") {
 		t.Errorf("loss cause %v, want the server's 57P01", cause)
 	}
-	mustRelease(t, mustTry(t, d, reqFor(key, time.Minute)))
+	mustRelease(t, mustTry(t, d, testkit.Request(key, time.Minute)))
 }

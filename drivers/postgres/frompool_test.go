@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // testPool is a minimal pool with pgxpool's shape (Acquire, then Hijack or
@@ -52,11 +54,11 @@ func TestNewFromPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := newTestDriver(t)
-	key := testKey(t)
-	l := mustTry(t, d, reqFor(key, 5*time.Second))
-	expectLocked(t, other, reqFor(key, time.Second), "the pool's Driver holds it")
+	key := testkit.Key(t)
+	l := mustTry(t, d, testkit.Request(key, 5*time.Second))
+	expectLocked(t, other, testkit.Request(key, time.Second), "the pool's Driver holds it")
 	mustRelease(t, l)
-	mustRelease(t, mustTry(t, d, reqFor(key, time.Second))) // the same connection, kept
+	mustRelease(t, mustTry(t, d, testkit.Request(key, time.Second))) // the same connection, kept
 	if a, h, r := pool.acquired.Load(), pool.hijacked.Load(), pool.released.Load(); a != 1 || h != 1 || r != 0 {
 		t.Fatalf("pool: %d acquired, %d hijacked, %d released; want one connection taken out of the pool for good, none given back", a, h, r)
 	}
@@ -66,5 +68,5 @@ func TestNewFromPool(t *testing.T) {
 	if pool.released.Load() != 0 || pool.closed.Load() {
 		t.Fatal("Close touched the caller's pool")
 	}
-	mustRelease(t, mustTry(t, other, reqFor(key, time.Second)))
+	mustRelease(t, mustTry(t, other, testkit.Request(key, time.Second)))
 }

@@ -2,38 +2,24 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"go.uber.org/goleak"
 
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
-// server is the PostgreSQL server of this package's tests: one container
-// started by TestMain, or the server DLOCK_TEST_POSTGRES_URL names.
+// server is the PostgreSQL server of this package's tests: a container that
+// TestMain starts for the whole package (testserver.Main), or the one
+// DLOCK_TEST_POSTGRES_URL names.
 var server testserver.Target
 
-// TestMain starts one PostgreSQL container for the whole package (or uses
-// DLOCK_TEST_POSTGRES_URL) and terminates it after the tests. Without a
-// Docker engine the server tests skip, saying why, unless
-// DLOCK_REQUIRE_CONTAINERS=1 makes that a failure.
 func TestMain(m *testing.M) { testserver.Main(m, testserver.PostgresTarget, &server) }
 
-// testKey returns a key no other test (or earlier run against an external
-// server) uses.
-func testKey(tb testing.TB) string {
-	return "test/" + tb.Name() + "/" + rand.Text()[:8]
-}
-
 // ctxFor returns a context bounded for one test step.
-func ctxFor(tb testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	tb.Cleanup(cancel)
-	return ctx
-}
+var ctxFor = testkit.ContextFor(20 * time.Second)
 
 // newTestDriver returns a Driver over the test server that dials its own
 // connections, closed when tb ends.
@@ -74,8 +60,4 @@ func rawConn(tb testing.TB) *pgconn.PgConn {
 // tb's cleanups. Call it first, so that its check runs after every other
 // cleanup. The goroutines of the Docker client that the fault hooks use are
 // not the driver's (see testserver.IgnoreOwnGoroutines).
-func noLeaks(tb testing.TB) {
-	tb.Helper()
-	opts := append(testserver.IgnoreOwnGoroutines(), goleak.IgnoreCurrent())
-	tb.Cleanup(func() { goleak.VerifyNone(tb, opts...) })
-}
+func noLeaks(tb testing.TB) { testkit.NoLeaks(tb, testserver.IgnoreOwnGoroutines()...) }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -74,7 +75,7 @@ func TestRefusesTransactionPooler(t *testing.T) {
 	var held []driver.Lease
 	refused := false
 	for i := range 3 {
-		l, err := d.Acquire(ctx, reqFor(testKey(t), 5*time.Second))
+		l, err := d.Acquire(ctx, testkit.Request(testkit.Key(t), 5*time.Second))
 		switch {
 		case err == nil:
 			held = append(held, l)
@@ -101,22 +102,22 @@ func TestRefusesTransactionPooler(t *testing.T) {
 func TestSessionPoolerWorks(t *testing.T) {
 	pgb := bouncer(t, "session")
 	ctx := ctxFor(t)
-	d1, err := openURL(ctx, pgb.URL)
+	d1, err := open(ctx, testkit.URL(t, pgb.URL))
 	if err != nil {
 		t.Fatalf("Open through a session-mode PgBouncer: %v", err)
 	}
 	defer d1.Close()
-	d2, err := openURL(ctx, pgb.URL)
+	d2, err := open(ctx, testkit.URL(t, pgb.URL))
 	if err != nil {
 		t.Fatalf("second Open through a session-mode PgBouncer: %v", err)
 	}
 	defer d2.Close()
-	key := testKey(t)
-	l1, err := d1.Acquire(ctx, reqFor(key, 5*time.Second))
+	key := testkit.Key(t)
+	l1, err := d1.Acquire(ctx, testkit.Request(key, 5*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	if _, err := d2.Acquire(ctx, reqFor(key, time.Second)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := d2.Acquire(ctx, testkit.Request(key, time.Second)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("Acquire by another client: got %v, want ErrLocked", err)
 	}
 	if err := l1.Extend(ctx, 5*time.Second); err != nil {
@@ -129,12 +130,12 @@ func TestSessionPoolerWorks(t *testing.T) {
 	if err := d1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	d3, err := openURL(ctx, pgb.URL)
+	d3, err := open(ctx, testkit.URL(t, pgb.URL))
 	if err != nil {
 		t.Fatalf("Open after a client left: %v", err)
 	}
 	defer d3.Close()
-	l3, err := d3.Acquire(ctx, reqFor(key, time.Second))
+	l3, err := d3.Acquire(ctx, testkit.Request(key, time.Second))
 	if err != nil {
 		t.Fatalf("Acquire after a client left: %v", err)
 	}

@@ -2,83 +2,56 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func TestParseURL(t *testing.T) {
-	for _, tc := range []struct {
-		url      string
+	type parsed struct {
 		host     string
 		port     uint16
 		database string
 		opts     options
-	}{
-		{url: "postgres://u:p@db.example:5433/app", host: "db.example", port: 5433, database: "app", opts: defaultOptions()},
-		{url: "postgresql://u@db.example/app?sslmode=disable", host: "db.example", port: 5432, database: "app", opts: defaultOptions()},
-		{url: "POSTGRES://u@[::1]:6000/app?sslmode=disable", host: "::1", port: 6000, database: "app", opts: defaultOptions()},
-		{
-			url:  "postgres://u@h/app?sslmode=disable&dlock_max_conns=7&dlock_max_idle_time=90s&dlock_schema=locks",
-			host: "h", port: 5432, database: "app",
-			opts: options{maxConns: 7, maxIdleTime: 90 * time.Second, schema: "locks"},
-		},
-	} {
-		u, err := url.Parse(tc.url)
-		if err != nil {
-			t.Fatal(err)
-		}
+		appName  string // the server's application_name
+		leaked   bool   // the driver's own parameter reached the server settings
+	}
+	testkit.ParsesURLs(t, func(u *url.URL) (parsed, error) {
 		cfg, opts, err := parseURL(u)
 		if err != nil {
-			t.Errorf("parseURL(%q): %v", tc.url, err)
-			continue
-		}
-		if cfg.Host != tc.host || cfg.Port != tc.port || cfg.Database != tc.database {
-			t.Errorf("parseURL(%q): host %q port %d database %q, want %q %d %q", tc.url, cfg.Host, cfg.Port, cfg.Database, tc.host, tc.port, tc.database)
-		}
-		if _, ok := cfg.RuntimeParams["dlock_max_conns"]; ok {
-			t.Errorf("parseURL(%q): the driver's own parameter reached the server settings", tc.url)
-		}
-		if cfg.RuntimeParams["application_name"] != "dlock" {
-			t.Errorf("parseURL(%q): application_name %q, want dlock", tc.url, cfg.RuntimeParams["application_name"])
+			return parsed{}, err
 		}
 		o, err := defaultOptions().with(opts)
-		if err != nil || o != tc.opts {
-			t.Errorf("parseURL(%q): options %+v (%v), want %+v", tc.url, o, err, tc.opts)
-		}
-	}
+		_, leaked := cfg.RuntimeParams["dlock_max_conns"]
+		return parsed{cfg.Host, cfg.Port, cfg.Database, o, cfg.RuntimeParams["application_name"], leaked}, err
+	}, map[string]parsed{
+		"postgres://u:p@db.example:5433/app":            {host: "db.example", port: 5433, database: "app", opts: defaultOptions(), appName: "dlock"},
+		"postgresql://u@db.example/app?sslmode=disable": {host: "db.example", port: 5432, database: "app", opts: defaultOptions(), appName: "dlock"},
+		"POSTGRES://u@[::1]:6000/app?sslmode=disable":   {host: "::1", port: 6000, database: "app", opts: defaultOptions(), appName: "dlock"},
+		"postgres://u@h/app?sslmode=disable&dlock_max_conns=7&dlock_max_idle_time=90s&dlock_schema=locks": {
+			host: "h", port: 5432, database: "app", appName: "dlock",
+			opts: options{maxConns: 7, maxIdleTime: 90 * time.Second, schema: "locks"},
+		},
+	})
 }
 
 func TestParseURLErrors(t *testing.T) {
 	const secret = "s3cr3t-pw"
-	for _, raw := range []string{
-		"redis://u:" + secret + "@h/db",
-		"postgres:u:" + secret + "@h/db",
-		"postgres://u:" + secret + "@h/db?dlock_max_conns=0",
-		"postgres://u:" + secret + "@h/db?dlock_max_conns=x",
-		"postgres://u:" + secret + "@h/db?dlock_max_conns=1&dlock_max_conns=2",
-		"postgres://u:" + secret + "@h/db?dlock_max_idle_time=-1s",
-		"postgres://u:" + secret + "@h/db?dlock_schema=",
-		"postgres://u:" + secret + "@h:99999/db",
-		"postgres://u:" + secret + "@h/db?sslmode=bogus",
-	} {
-		u, err := url.Parse(raw)
-		if err != nil {
-			t.Fatalf("url.Parse(%q): %v", raw, err)
-		}
-		_, _, err = parseURL(u)
-		if !errors.Is(err, dlock.ErrInvalidURL) {
-			t.Errorf("parseURL(%q): got %v, want ErrInvalidURL", raw, err)
-			continue
-		}
-		if strings.Contains(err.Error(), secret) {
-			t.Errorf("parseURL(%q): the error shows the password: %v", raw, err)
-		}
-	}
+	testkit.RefusesURLs(t, func(u *url.URL) error { _, _, err := parseURL(u); return err }, secret,
+		"redis://u:"+secret+"@h/db",
+		"postgres:u:"+secret+"@h/db",
+		"postgres://u:"+secret+"@h/db?dlock_max_conns=0",
+		"postgres://u:"+secret+"@h/db?dlock_max_conns=x",
+		"postgres://u:"+secret+"@h/db?dlock_max_conns=1&dlock_max_conns=2",
+		"postgres://u:"+secret+"@h/db?dlock_max_idle_time=-1s",
+		"postgres://u:"+secret+"@h/db?dlock_schema=",
+		"postgres://u:"+secret+"@h:99999/db",
+		"postgres://u:"+secret+"@h/db?sslmode=bogus",
+	)
 }
 
 func TestOpen(t *testing.T) {
@@ -90,7 +63,7 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("dlock.Open(%s://...): %v", scheme, err)
 		}
-		m, err := c.Mutex(testKey(t))
+		m, err := c.Mutex(testkit.Key(t))
 		if err != nil {
 			t.Fatal(err)
 		}

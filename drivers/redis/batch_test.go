@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // One pipelined batch reports each lease's own outcome, and survives the
@@ -17,7 +18,7 @@ func TestExtendBatch(t *testing.T) {
 	var leases []driver.Lease
 	var ttls []time.Duration
 	for range 5 {
-		l, err := d.Acquire(ctx, driver.Request{Key: testKey(t), ID: newID(), TTL: time.Second})
+		l, err := d.Acquire(ctx, driver.Request{Key: testkit.Key(t), ID: testkit.NewID(), TTL: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

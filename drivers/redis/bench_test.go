@@ -9,6 +9,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/benchkit"
 	"github.com/dlock-go/dlock/internal/benchtargets"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -73,7 +74,7 @@ func measureMode(ctx context.Context, t benchkit.Target, opts []dlock.Option, re
 		return benchkit.Uncontended{}, err
 	}
 	defer c.Close(context.WithoutCancel(ctx))
-	key := "bench/modes/" + newID()
+	key := "bench/modes/" + testkit.NewID()
 	m, err := c.RWMutex(key, opts...)
 	if err != nil {
 		return benchkit.Uncontended{}, err
@@ -125,13 +126,9 @@ func BenchmarkRedLock(b *testing.B) {
 	if !server.Faults() {
 		b.Skip("starts containers of its own")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testserver.StartTimeout)
-	group, err := testserver.StartRedisGroup(ctx, 5)
-	cancel()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer group.Terminate(context.Background())
+	group := testserver.Own(b, testserver.StartTimeout, func(ctx context.Context) (*testserver.RedisGroup, error) {
+		return testserver.StartRedisGroup(ctx, 5)
+	})
 	// A per-master timeout of 1 s rather than the default 100 ms: on a
 	// loaded 2-core machine, renewing 10,000 held locks keeps the masters
 	// busy long enough for the default to refuse acquisitions spuriously.
@@ -175,13 +172,9 @@ func BenchmarkCluster(b *testing.B) {
 	if !server.Faults() {
 		b.Skip("starts containers of its own")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testserver.StartTimeout)
-	cluster, err := testserver.StartRedisCluster(ctx, 3)
-	cancel()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cluster.Terminate(context.Background())
+	cluster := testserver.Own(b, testserver.StartTimeout, func(ctx context.Context) (*testserver.RedisCluster, error) {
+		return testserver.StartRedisCluster(ctx, 3)
+	})
 	target, closeRaw, err := benchtargets.RedisCluster(cluster.URL(), cluster.Addrs())
 	if err != nil {
 		b.Fatal(err)

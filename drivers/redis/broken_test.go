@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -158,7 +159,7 @@ func TestBrokenVariant(t *testing.T) {
 	var clients atomic.Int64
 	conformance.Run(t, conformance.Harness{
 		NewDriver: func(ctx context.Context) (driver.Driver, error) {
-			d, err := open(ctx, mustURL(t, server.URL))
+			d, err := open(ctx, testkit.URL(t, server.URL))
 			if err != nil || name == "none" {
 				return d, err
 			}

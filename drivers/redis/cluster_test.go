@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -22,20 +23,9 @@ func TestCluster(t *testing.T) {
 	if !server.Faults() {
 		t.Skip("Cluster tests start containers of their own; the package runs against an external server")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testserver.StartTimeout)
-	cluster, err := testserver.StartRedisCluster(ctx, 3)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := cluster.Terminate(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	c := &clusterEnv{cluster: cluster}
+	c := &clusterEnv{cluster: testserver.Own(t, testserver.StartTimeout, func(ctx context.Context) (*testserver.RedisCluster, error) {
+		return testserver.StartRedisCluster(ctx, 3)
+	})}
 	t.Run("Conformance", c.testConformance)
 	t.Run("ShardedNotifications", c.testShardedNotifications)
 	t.Run("KeysOnEveryShard", c.testKeysOnEveryShard)
@@ -51,7 +41,7 @@ func TestCluster(t *testing.T) {
 func (c *clusterEnv) testNoGoroutineLeak(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	for range 2 {
-		d, err := openCluster(ctxFor(t), mustURL(t, c.cluster.URL()))
+		d, err := openCluster(ctxFor(t), testkit.URL(t, c.cluster.URL()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +64,7 @@ type clusterEnv struct{ cluster *testserver.RedisCluster }
 
 func (c *clusterEnv) open(t *testing.T) *Driver {
 	t.Helper()
-	d, err := openCluster(ctxFor(t), mustURL(t, c.cluster.URL()))
+	d, err := openCluster(ctxFor(t), testkit.URL(t, c.cluster.URL()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,11 +80,8 @@ func (c *clusterEnv) client(t *testing.T) *goredis.ClusterClient {
 }
 
 func (c *clusterEnv) testConformance(t *testing.T) {
-	url := mustURL(t, c.cluster.URL())
+	url := testkit.URL(t, c.cluster.URL())
 	cc := c.client(t)
-	all := func(f func(*testserver.Server, context.Context) error) func(context.Context) error {
-		return func(ctx context.Context) error { return c.cluster.Each(ctx, f) }
-	}
 	conformance.Run(t, conformance.Harness{
 		NewDriver: func(ctx context.Context) (driver.Driver, error) { return openCluster(ctx, url) },
 		TTL:       suiteTTL,
@@ -108,16 +95,7 @@ func (c *clusterEnv) testConformance(t *testing.T) {
 		// The partition cases cut one client off from every server.
 		NewLinkedDriver: linkedOpener(t, url, openClusterLinked),
 		// The whole backend is every master.
-		Faults: &conformance.Faults{
-			Pause:  all((*testserver.Server).Pause),
-			Resume: all((*testserver.Server).Unpause),
-			Restart: func(ctx context.Context) error {
-				if err := c.cluster.Each(ctx, (*testserver.Server).Stop); err != nil {
-					return err
-				}
-				return c.cluster.Each(ctx, (*testserver.Server).Start)
-			},
-		},
+		Faults: c.cluster.FaultHooks(),
 	})
 }
 
@@ -127,7 +105,7 @@ func (c *clusterEnv) testConformance(t *testing.T) {
 // cluster).
 func (c *clusterEnv) testShardedNotifications(t *testing.T) {
 	d, waiter := c.open(t), c.open(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	sub := subscribed(t, waiter, key)
 
@@ -147,7 +125,7 @@ func (c *clusterEnv) testShardedNotifications(t *testing.T) {
 	if err != nil || info.Waiters != 1 {
 		t.Errorf("Inspect with one sharded subscriber: %+v, %v; want 1 waiter", info, err)
 	}
-	l := mustAcquire(t, d, reqFor(key, 5*time.Second))
+	l := mustAcquire(t, d, testkit.Request(key, 5*time.Second))
 	mustRelease(t, l)
 	if !waken(sub, 5*time.Second) {
 		t.Fatal("the release did not wake the sharded subscriber")
@@ -170,7 +148,7 @@ func (c *clusterEnv) testKeysOnEveryShard(t *testing.T) {
 	masters := map[string]bool{}
 	var leases []driver.Lease
 	for i := 0; len(masters) < 3 && i < 100; i++ {
-		key := testKey(t)
+		key := testkit.Key(t)
 		m, err := cc.MasterForKey(ctxFor(t), namesOf(DefaultKeyPrefix, key).lock)
 		if err != nil {
 			t.Fatal(err)
@@ -209,7 +187,7 @@ func (c *clusterEnv) testSubscriptionFollowsSlot(t *testing.T) {
 	d, waiter := c.open(t), c.open(t)
 	cc := c.client(t)
 	ctx := ctxFor(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	sub := subscribed(t, waiter, key)
 
@@ -275,7 +253,7 @@ func (c *clusterEnv) testSubscriptionFollowsSlot(t *testing.T) {
 	for len(sub.C()) > 0 {
 		<-sub.C()
 	}
-	mustRelease(t, mustAcquire(t, d, reqFor(key, 5*time.Second)))
+	mustRelease(t, mustAcquire(t, d, testkit.Request(key, 5*time.Second)))
 	if !waken(sub, 5*time.Second) {
 		t.Fatal("a release on the slot's new master did not wake the waiter")
 	}

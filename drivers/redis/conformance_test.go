@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"net"
 	"net/url"
 	"testing"
 	"time"
@@ -10,8 +9,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/conformance/containerfaults"
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // suiteTTL is the lock TTL of the conformance runs on a single server and
@@ -26,7 +26,7 @@ func TestConformance(t *testing.T) {
 	rdb := newRDB(t)
 	h := conformance.Harness{
 		NewDriver: func(ctx context.Context) (driver.Driver, error) {
-			return open(ctx, mustURL(t, server.URL))
+			return open(ctx, testkit.URL(t, server.URL))
 		},
 		TTL: suiteTTL,
 		// Tampering is what an operator with redis-cli would do to the lock key.
@@ -37,19 +37,8 @@ func TestConformance(t *testing.T) {
 			}
 			return rdb.Del(ctx, n.lock).Err()
 		},
-		NewLinkedDriver: linkedOpener(t, mustURL(t, server.URL), openLinked),
-	}
-	if server.Faults() {
-		h.Faults = &conformance.Faults{
-			Pause:  server.Server.Pause,
-			Resume: server.Server.Unpause,
-			Restart: func(ctx context.Context) error {
-				if err := server.Server.Stop(ctx); err != nil {
-					return err
-				}
-				return server.Server.Start(ctx)
-			},
-		}
+		NewLinkedDriver: linkedOpener(t, testkit.URL(t, server.URL), openLinked),
+		Faults:          server.FaultHooks(),
 	}
 	conformance.Run(t, h)
 }
@@ -59,19 +48,13 @@ func TestConformance(t *testing.T) {
 // dials: the one server, each master, each node of a cluster) goes through
 // a link of its own.
 func linkedOpener(t *testing.T, u *url.URL, open func(context.Context, *url.URL, dialer) (driver.Driver, error)) func(context.Context) (driver.Driver, conformance.Link, error) {
-	return func(ctx context.Context) (driver.Driver, conformance.Link, error) {
-		link := testserver.NewLink(t)
-		d, err := open(ctx, u, link.DialContext)
-		if err != nil {
-			_ = link.Close()
-			return nil, nil, err
-		}
-		return d, link, nil
-	}
+	return containerfaults.LinkedDial(t, func(ctx context.Context, dial dialer) (driver.Driver, error) {
+		return open(ctx, u, dial)
+	})
 }
 
 // dialer is go-redis's dial hook (Options.Dialer).
-type dialer = func(ctx context.Context, network, addr string) (net.Conn, error)
+type dialer = containerfaults.DialFunc
 
 // openLinked is open, dialing through dial.
 func openLinked(ctx context.Context, u *url.URL, dial dialer) (driver.Driver, error) {

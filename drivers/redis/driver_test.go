@@ -14,19 +14,13 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
-func reqFor(key string, ttl time.Duration) driver.Request {
-	return driver.Request{Key: key, ID: newID(), TTL: ttl}
-}
-
+// mustAcquire takes req on d or fails t.
 func mustAcquire(t *testing.T, d *Driver, req driver.Request) driver.Lease {
 	t.Helper()
-	l, err := d.Acquire(ctxFor(t), req)
-	if err != nil {
-		t.Fatalf("Acquire(%q): %v", req.Key, err)
-	}
-	return l
+	return testkit.MustAcquire(t, ctxFor(t), d, req)
 }
 
 // holderOf returns the request ID of the only hold of key's lock on the
@@ -112,8 +106,8 @@ func waken(s driver.Subscription, d time.Duration) bool {
 func TestAcquireLocked(t *testing.T) {
 	rdb := newRDB(t)
 	d1, d2 := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
-	key := testKey(t)
-	req := reqFor(key, 5*time.Second)
+	key := testkit.Key(t)
+	req := testkit.Request(key, 5*time.Second)
 	l := mustAcquire(t, d1, req)
 	if l.Token() == 0 || l.Validity() != req.TTL {
 		t.Fatalf("lease: token %d validity %v, want a token and %v", l.Token(), l.Validity(), req.TTL)
@@ -122,7 +116,7 @@ func TestAcquireLocked(t *testing.T) {
 		t.Fatalf("lock key holds %q with TTL %v, want %q with TTL up to %v", id, ttl, req.ID, req.TTL)
 	}
 
-	_, err := d2.Acquire(ctxFor(t), reqFor(key, time.Second))
+	_, err := d2.Acquire(ctxFor(t), testkit.Request(key, time.Second))
 	le, ok := errors.AsType[*driver.LockedError](err)
 	if !errors.Is(err, driver.ErrLocked) || !ok {
 		t.Fatalf("second Acquire: got %v, want a *LockedError", err)
@@ -147,10 +141,10 @@ func TestAcquireLocked(t *testing.T) {
 func TestTokensIncrease(t *testing.T) {
 	rdb := newRDB(t)
 	drivers := []*Driver{newTestDriver(t, rdb), newTestDriver(t, newRDB(t))}
-	key := testKey(t)
+	key := testkit.Key(t)
 	var last uint64
 	grant := func(i int) driver.Lease {
-		l := mustAcquire(t, drivers[i%2], reqFor(key, time.Second))
+		l := mustAcquire(t, drivers[i%2], testkit.Request(key, time.Second))
 		if l.Token() <= last {
 			t.Fatalf("grant %d: token %d, not above the previous %d", i, l.Token(), last)
 		}
@@ -163,7 +157,7 @@ func TestTokensIncrease(t *testing.T) {
 		}
 	}
 	// After an expiry.
-	l := mustAcquire(t, drivers[0], reqFor(key, 20*time.Millisecond))
+	l := mustAcquire(t, drivers[0], testkit.Request(key, 20*time.Millisecond))
 	last = l.Token()
 	time.Sleep(60 * time.Millisecond) // let the lock expire on the server
 	grant(1)
@@ -197,9 +191,9 @@ func TestTokensIncrease(t *testing.T) {
 // left behind.
 func TestAcquireResendIsGranted(t *testing.T) {
 	rdb := newRDB(t)
-	n := namesOf(DefaultKeyPrefix, testKey(t))
+	n := namesOf(DefaultKeyPrefix, testkit.Key(t))
 	for _, mode := range []driver.Mode{driver.Exclusive, driver.Shared} {
-		req := driver.Request{Key: "unused", ID: newID(), TTL: 5 * time.Second, Mode: mode}
+		req := driver.Request{Key: "unused", ID: testkit.NewID(), TTL: 5 * time.Second, Mode: mode}
 		first, err := acquire(ctxFor(t), rdb, n, req, "", blockFor(req))
 		if err != nil {
 			t.Fatal(err)
@@ -223,7 +217,7 @@ func TestAcquireResendIsGranted(t *testing.T) {
 func TestUnusableCounterRefusesGrant(t *testing.T) {
 	rdb := newRDB(t)
 	d := newTestDriver(t, rdb)
-	key := testKey(t)
+	key := testkit.Key(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	for _, bad := range []string{"abc", "9007199254740991", "-5", "a hash"} {
 		if err := rdb.Del(ctxFor(t), n.fence()).Err(); err != nil {
@@ -238,7 +232,7 @@ func TestUnusableCounterRefusesGrant(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = d.Acquire(ctxFor(t), reqFor(key, time.Second))
+		_, err = d.Acquire(ctxFor(t), testkit.Request(key, time.Second))
 		if err == nil || errors.Is(err, driver.ErrLocked) {
 			t.Fatalf("Acquire with counter %q: got %v, want an error", bad, err)
 		}
@@ -251,8 +245,8 @@ func TestUnusableCounterRefusesGrant(t *testing.T) {
 func TestStaleLeaseLeavesNewHolderAlone(t *testing.T) {
 	rdb := newRDB(t)
 	d1, d2 := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
-	key := testKey(t)
-	stale := mustAcquire(t, d1, reqFor(key, 30*time.Millisecond))
+	key := testkit.Key(t)
+	stale := mustAcquire(t, d1, testkit.Request(key, 30*time.Millisecond))
 	deadline := time.Now().Add(5 * time.Second)
 	for id, _ := holderOf(t, rdb, DefaultKeyPrefix, key); id != ""; id, _ = holderOf(t, rdb, DefaultKeyPrefix, key) {
 		if time.Now().After(deadline) {
@@ -260,7 +254,7 @@ func TestStaleLeaseLeavesNewHolderAlone(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // polling the server for the expiry
 	}
-	req := reqFor(key, 10*time.Second)
+	req := testkit.Request(key, 10*time.Second)
 	fresh := mustAcquire(t, d2, req)
 	if err := stale.Extend(ctxFor(t), time.Minute); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("stale Extend: got %v, want ErrNotHeld", err)
@@ -290,7 +284,7 @@ func TestReleasePublishes(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	rdb := newRDB(t)
 	holder, waiter := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
-	key, other := testKey(t), testKey(t)
+	key, other := testkit.Key(t), testkit.Key(t)
 
 	s, err := waiter.Subscribe(ctxFor(t), key)
 	if err != nil {
@@ -310,7 +304,7 @@ func TestReleasePublishes(t *testing.T) {
 	}
 	waken(sOther, 5*time.Second)
 
-	l := mustAcquire(t, holder, reqFor(key, 5*time.Second))
+	l := mustAcquire(t, holder, testkit.Request(key, 5*time.Second))
 	if err := l.Release(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -394,11 +388,11 @@ func (h *cancelAfterScript) ProcessHook(next goredis.ProcessHook) goredis.Proces
 func TestCancelledContextLeavesNoKey(t *testing.T) {
 	rdb := newRDB(t)
 	d := newTestDriver(t, rdb)
-	key := testKey(t)
+	key := testkit.Key(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := d.Acquire(ctx, reqFor(key, time.Second)); err != context.Canceled {
+	if _, err := d.Acquire(ctx, testkit.Request(key, time.Second)); err != context.Canceled {
 		t.Fatalf("Acquire with a cancelled context: got %v, want exactly context.Canceled", err)
 	}
 	if id, _ := holderOf(t, rdb, DefaultKeyPrefix, key); id != "" {
@@ -414,7 +408,7 @@ func TestCancelledContextLeavesNoKey(t *testing.T) {
 	hooked.AddHook(h)
 	hd := newTestDriver(t, hooked)
 	h.armed.Store(true)
-	_, err := hd.Acquire(ctx, reqFor(key, time.Minute))
+	_, err := hd.Acquire(ctx, testkit.Request(key, time.Minute))
 	if err != context.Canceled {
 		t.Fatalf("Acquire cancelled mid-script: got %v, want exactly context.Canceled", err)
 	}
@@ -426,13 +420,9 @@ func TestCancelledContextLeavesNoKey(t *testing.T) {
 	}
 
 	// Through the core: a Lock cancelled while it waits leaves nothing.
-	c, err := dlock.New(newTestDriver(t, rdb))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c := testkit.Client(t, newTestDriver(t, rdb))
 	m, _ := c.Mutex(key)
-	held := mustAcquire(t, d, reqFor(key, 5*time.Second))
+	held := mustAcquire(t, d, testkit.Request(key, 5*time.Second))
 	wctx, wcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer wcancel()
 	if _, err := m.Lock(wctx); err != context.DeadlineExceeded {
@@ -453,8 +443,8 @@ func TestCloseKeepsCallersClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := testKey(t)
-	l := mustAcquire(t, d, reqFor(key, 5*time.Second))
+	key := testkit.Key(t)
+	l := mustAcquire(t, d, testkit.Request(key, 5*time.Second))
 	s, err := d.Subscribe(ctxFor(t), key) // starts the shared pub/sub connection
 	if err != nil {
 		t.Fatal(err)
@@ -472,7 +462,7 @@ func TestCloseKeepsCallersClient(t *testing.T) {
 	if id, _ := holderOf(t, rdb, DefaultKeyPrefix, key); id == "" {
 		t.Fatal("Close released the lock")
 	}
-	if _, err := d.Acquire(ctxFor(t), reqFor(key, time.Second)); !errors.Is(err, driver.ErrClosed) {
+	if _, err := d.Acquire(ctxFor(t), testkit.Request(key, time.Second)); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("Acquire after Close: %v", err)
 	}
 	if _, err := d.Subscribe(ctxFor(t), key); !errors.Is(err, driver.ErrClosed) {
@@ -495,7 +485,7 @@ func TestCloseKeepsCallersClient(t *testing.T) {
 func TestHostileKeysAreDistinctLocks(t *testing.T) {
 	rdb := newRDB(t)
 	d1, d2 := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
-	run := testKey(t) // keeps this run's keys apart from earlier runs'
+	run := testkit.Key(t) // keeps this run's keys apart from earlier runs'
 	keys := hostileKeys()
 	var leases []driver.Lease
 	for _, k := range keys {
@@ -503,8 +493,8 @@ func TestHostileKeysAreDistinctLocks(t *testing.T) {
 		if len(key) > 1024 {
 			key = key[len(key)-1024:]
 		}
-		leases = append(leases, mustAcquire(t, d1, reqFor(key, 10*time.Second)))
-		if _, err := d2.Acquire(ctxFor(t), reqFor(key, time.Second)); !errors.Is(err, driver.ErrLocked) {
+		leases = append(leases, mustAcquire(t, d1, testkit.Request(key, 10*time.Second)))
+		if _, err := d2.Acquire(ctxFor(t), testkit.Request(key, time.Second)); !errors.Is(err, driver.ErrLocked) {
 			t.Fatalf("Acquire(%q) while held: got %v, want ErrLocked", key, err)
 		}
 	}
@@ -519,9 +509,9 @@ func TestKeyPrefixSeparatesLocks(t *testing.T) {
 	rdb := newRDB(t)
 	a := newTestDriver(t, rdb, WithKeyPrefix("app-a:"))
 	b := newTestDriver(t, rdb, WithKeyPrefix("app-b:"))
-	key := testKey(t)
-	la := mustAcquire(t, a, reqFor(key, 5*time.Second))
-	lb := mustAcquire(t, b, reqFor(key, 5*time.Second))
+	key := testkit.Key(t)
+	la := mustAcquire(t, a, testkit.Request(key, 5*time.Second))
+	lb := mustAcquire(t, b, testkit.Request(key, 5*time.Second))
 	if n, err := rdb.Exists(ctxFor(t), "app-a:{"+key+"}", "app-b:{"+key+"}").Result(); err != nil || n != 2 {
 		t.Fatalf("EXISTS of both prefixed lock keys = %d (%v), want 2", n, err)
 	}
@@ -534,60 +524,37 @@ func TestKeyPrefixSeparatesLocks(t *testing.T) {
 
 func TestCoreOverDriver(t *testing.T) {
 	rdb := newRDB(t)
-	c1, err := dlock.New(newTestDriver(t, rdb), dlock.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c1.Close(context.Background())
-	c2, err := dlock.New(newTestDriver(t, newRDB(t)), dlock.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close(context.Background())
+	c1 := testkit.Client(t, newTestDriver(t, rdb), dlock.WithTTL(2*time.Second))
+	c2 := testkit.Client(t, newTestDriver(t, newRDB(t)), dlock.WithTTL(2*time.Second))
 
 	// The core finds read-write and reentrant locks.
-	if _, err := c1.RWMutex(testKey(t)); err != nil {
+	if _, err := c1.RWMutex(testkit.Key(t)); err != nil {
 		t.Errorf("RWMutex: %v", err)
 	}
-	if _, err := c1.Mutex(testKey(t), dlock.WithOwner("me")); err != nil {
+	if _, err := c1.Mutex(testkit.Key(t), dlock.WithOwner("me")); err != nil {
 		t.Errorf("WithOwner: %v", err)
 	}
 
-	key := testKey(t)
+	key := testkit.Key(t)
 	m1, _ := c1.Mutex(key)
 	m2, _ := c2.Mutex(key)
 	l1, err := m1.Lock(ctxFor(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan dlock.Lease, 1)
-	errc := make(chan error, 1)
-	go func() {
-		l, err := m2.Lock(ctxFor(t))
-		if err != nil {
-			errc <- err
-			return
-		}
-		got <- l
-	}()
+	waiter := testkit.Go(func() (dlock.Lease, error) { return m2.Lock(ctxFor(t)) })
 	time.Sleep(50 * time.Millisecond) // let the waiter block
 	start := time.Now()
 	if err := l1.Unlock(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case l2 := <-got:
-		t.Logf("handoff to a blocked waiter took %v", time.Since(start))
-		if l2.Token() <= l1.Token() {
-			t.Errorf("token %d after %d", l2.Token(), l1.Token())
-		}
-		if err := l2.Unlock(ctxFor(t)); err != nil {
-			t.Fatal(err)
-		}
-	case err := <-errc:
-		t.Fatalf("waiter's Lock: %v", err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter did not get the lock")
+	l2 := waiter.Within(t, 5*time.Second, "the waiter's Lock")
+	t.Logf("handoff to a blocked waiter took %v", time.Since(start))
+	if l2.Token() <= l1.Token() {
+		t.Errorf("token %d after %d", l2.Token(), l1.Token())
+	}
+	if err := l2.Unlock(ctxFor(t)); err != nil {
+		t.Fatal(err)
 	}
 }
 

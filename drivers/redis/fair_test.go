@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // waitQueued polls the waiters' queue of key until it has n entries: the
@@ -36,14 +37,10 @@ func waitQueued(t *testing.T, key string, n int64) {
 // and a TryLock does not jump the queue.
 func TestWaitingClientsServedInOrder(t *testing.T) {
 	newClient := func() *dlock.Client {
-		c, err := dlock.New(newTestDriver(t, newRDB(t)), dlock.WithTTL(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		c := testkit.Client(t, newTestDriver(t, newRDB(t)), dlock.WithTTL(5*time.Second))
 		return c
 	}
-	key := testKey(t)
+	key := testkit.Key(t)
 	holder, first, second, barger := newClient(), newClient(), newClient(), newClient()
 	mutex := func(c *dlock.Client) dlock.Mutex {
 		m, err := c.Mutex(key)
@@ -102,17 +99,9 @@ func TestWaitingClientsServedInOrder(t *testing.T) {
 // A waiter that gives up leaves the queue at once, so the lock is not held
 // up until its entry lapses.
 func TestCancelledWaiterLeavesQueue(t *testing.T) {
-	key := testKey(t)
-	c1, err := dlock.New(newTestDriver(t, newRDB(t)), dlock.WithTTL(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c1.Close(context.Background())
-	c2, err := dlock.New(newTestDriver(t, newRDB(t)), dlock.WithTTL(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close(context.Background())
+	key := testkit.Key(t)
+	c1 := testkit.Client(t, newTestDriver(t, newRDB(t)), dlock.WithTTL(5*time.Second))
+	c2 := testkit.Client(t, newTestDriver(t, newRDB(t)), dlock.WithTTL(5*time.Second))
 	m1, _ := c1.Mutex(key)
 	m2, _ := c2.Mutex(key)
 	held, err := m1.Lock(ctxFor(t))
@@ -150,16 +139,16 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 func TestFreeLockGoesToQueueHead(t *testing.T) {
 	rdb := newRDB(t)
 	holder, head, other := newTestDriver(t, rdb), newTestDriver(t, rdb), newTestDriver(t, rdb)
-	key := testKey(t)
+	key := testkit.Key(t)
 	ctx := ctxFor(t)
-	held := mustAcquire(t, holder, reqFor(key, 5*time.Second))
+	held := mustAcquire(t, holder, testkit.Request(key, 5*time.Second))
 
-	waiting := reqFor(key, 5*time.Second)
+	waiting := testkit.Request(key, 5*time.Second)
 	waiting.Wait = true
 	if _, err := head.Acquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("waiting request while held: got %v, want ErrLocked", err)
 	}
-	if _, err := other.Acquire(ctx, reqFor(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := other.Acquire(ctx, testkit.Request(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("TryLock while held: got %v, want ErrLocked", err)
 	}
 	waitQueued(t, key, 1) // the waiting request queued; the TryLock did not
@@ -167,7 +156,7 @@ func TestFreeLockGoesToQueueHead(t *testing.T) {
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Acquire(ctx, reqFor(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := other.Acquire(ctx, testkit.Request(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("TryLock of a free lock with a queued waiter: got %v, want ErrLocked", err)
 	}
 	l, err := head.Acquire(ctx, waiting)
@@ -184,11 +173,11 @@ func TestFreeLockGoesToQueueHead(t *testing.T) {
 func TestReleaseOnlyWakesQueueHead(t *testing.T) {
 	rdb := newRDB(t)
 	holder, head := newTestDriver(t, rdb), newTestDriver(t, rdb)
-	key := testKey(t)
+	key := testkit.Key(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	ctx := ctxFor(t)
-	held := mustAcquire(t, holder, reqFor(key, 5*time.Second))
-	waiting := reqFor(key, 5*time.Second)
+	held := mustAcquire(t, holder, testkit.Request(key, 5*time.Second))
+	waiting := testkit.Request(key, 5*time.Second)
 	waiting.Wait = true
 	if _, err := head.Acquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("waiting request while held: got %v, want ErrLocked", err)
@@ -231,12 +220,12 @@ func TestStrangerRefusalRenewsQueueEntry(t *testing.T) {
 	ctx := ctxFor(t)
 	const ttl = 1500 * time.Millisecond // a queue entry's lifetime: the TTL, at most 2 s
 	for _, pexpire := range []time.Duration{time.Minute, 0} {
-		key := testKey(t)
+		key := testkit.Key(t)
 		n := namesOf(DefaultKeyPrefix, key)
 		if err := rdb.Set(ctx, n.lock, "stranger", pexpire).Err(); err != nil {
 			t.Fatal(err)
 		}
-		req := reqFor(key, ttl)
+		req := testkit.Request(key, ttl)
 		req.Wait = true
 		var expiries []string
 		for range 2 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // A restart without persistence loses every lock and counter: the holder
@@ -17,9 +18,9 @@ func TestServerRestart(t *testing.T) {
 	server.NeedFaults(t)
 	rdb := newRDB(t)
 	holder, waiter := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 
-	before := mustAcquire(t, holder, reqFor(key, time.Minute))
+	before := mustAcquire(t, holder, testkit.Request(key, time.Minute))
 	sub, err := waiter.Subscribe(ctxFor(t), key)
 	if err != nil {
 		t.Fatal(err)
@@ -31,10 +32,7 @@ func TestServerRestart(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := server.Server.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := server.Server.Start(ctx); err != nil {
+	if err := server.Server.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -53,7 +51,7 @@ func TestServerRestart(t *testing.T) {
 	if !errors.Is(extendErr, driver.ErrNotHeld) {
 		t.Fatalf("Extend after a restart that lost the lock: got %v, want ErrNotHeld", extendErr)
 	}
-	after := mustAcquire(t, holder, reqFor(key, time.Minute))
+	after := mustAcquire(t, holder, testkit.Request(key, time.Minute))
 	if after.Token() <= before.Token() {
 		t.Fatalf("token after the restart %d, not above %d from before it", after.Token(), before.Token())
 	}

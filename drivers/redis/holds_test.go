@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -10,13 +9,14 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // Tests of the lock hash's scripts (scripts.go), edge case by edge case, at
 // the driver level, against the real server.
 
 func reqOf(key string, ttl time.Duration, mode driver.Mode, owner string) driver.Request {
-	return driver.Request{Key: key, ID: newID(), TTL: ttl, Mode: mode, Owner: owner}
+	return driver.Request{Key: key, ID: testkit.NewID(), TTL: ttl, Mode: mode, Owner: owner}
 }
 
 // expectRefused checks that req is refused with a LockedError and returns
@@ -73,7 +73,7 @@ func TestReentrantEntries(t *testing.T) {
 	rdb := newRDB(t)
 	d1, d2 := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
 	waiter := newTestDriver(t, newRDB(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 	sub := subscribed(t, waiter, key)
 
 	e1 := mustAcquire(t, d1, reqOf(key, 2*time.Second, driver.Exclusive, "owner-a"))
@@ -108,7 +108,7 @@ func TestReentrantEntries(t *testing.T) {
 
 	// A stranger's release (an ID that holds nothing) changes nothing.
 	n := namesOf(DefaultKeyPrefix, key)
-	if ok, err := release(ctxFor(t), rdb, n, newID(), "PUBLISH"); ok || err != nil {
+	if ok, err := release(ctxFor(t), rdb, n, testkit.NewID(), "PUBLISH"); ok || err != nil {
 		t.Fatalf("stranger's release: %v, %v; want nothing released", ok, err)
 	}
 	if got := len(holdsOf(t, rdb, DefaultKeyPrefix, key)); got != 3 {
@@ -139,7 +139,7 @@ func TestReentrantEntries(t *testing.T) {
 func TestReentrantEntryExpiresAlone(t *testing.T) {
 	rdb := newRDB(t)
 	d := newTestDriver(t, rdb)
-	key := testKey(t)
+	key := testkit.Key(t)
 	leaked := mustAcquire(t, d, reqOf(key, 30*time.Millisecond, driver.Exclusive, "owner-a"))
 	kept := mustAcquire(t, d, reqOf(key, 10*time.Second, driver.Exclusive, "owner-a"))
 	waitServer(t, "the leaked entry to expire", func() bool { return holders(t, d, key) == 1 })
@@ -165,7 +165,7 @@ func TestReentrantEntryExpiresAlone(t *testing.T) {
 func TestReadersEachHaveAHold(t *testing.T) {
 	rdb := newRDB(t)
 	d1, d2 := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 	sub := subscribed(t, newTestDriver(t, newRDB(t)), key)
 
 	// The first reader's hold must outlast two more grants and the count
@@ -214,7 +214,7 @@ func TestReadersEachHaveAHold(t *testing.T) {
 func TestWaitingWriterHoldsOffNewReaders(t *testing.T) {
 	rdb := newRDB(t)
 	d1, d2 := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	const ttl = 300 * time.Millisecond // the writer's: its mark lasts as long
 
@@ -264,14 +264,10 @@ func TestWaitingWriterHoldsOffNewReaders(t *testing.T) {
 func TestWriterNotStarvedByReaders(t *testing.T) {
 	rdb := newRDB(t)
 	newClient := func() *dlock.Client {
-		c, err := dlock.New(newTestDriver(t, newRDB(t)), dlock.WithTTL(2*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		c := testkit.Client(t, newTestDriver(t, newRDB(t)), dlock.WithTTL(2*time.Second))
 		return c
 	}
-	key := testKey(t)
+	key := testkit.Key(t)
 	readers, writer := newClient(), newClient()
 	rw, err := readers.RWMutex(key)
 	if err != nil {
@@ -325,7 +321,7 @@ func TestWriterNotStarvedByReaders(t *testing.T) {
 // upgrade from read to write (it would wait for itself), no downgrade.
 func TestNoUpgradeOrDowngrade(t *testing.T) {
 	d := newTestDriver(t, newRDB(t))
-	key := testKey(t)
+	key := testkit.Key(t)
 	r := mustAcquire(t, d, reqOf(key, 5*time.Second, driver.Shared, "o"))
 	expectRefused(t, d, reqOf(key, time.Second, driver.Exclusive, "o"), "the owner reads")
 	mustRelease(t, r)
@@ -342,17 +338,17 @@ func TestForeignValuesAreStrangersLocks(t *testing.T) {
 	d := newTestDriver(t, rdb)
 	ctx := ctxFor(t)
 	for name, write := range map[string]func(string) error{
-		"string (older driver)": func(k string) error { return rdb.Set(ctx, k, newID(), time.Minute).Err() },
+		"string (older driver)": func(k string) error { return rdb.Set(ctx, k, testkit.NewID(), time.Minute).Err() },
 		"list":                  func(k string) error { return rdb.RPush(ctx, k, "x").Err() },
 		"hash of another shape": func(k string) error { return rdb.HSet(ctx, k, "owner", "x").Err() },
 		"hold that does not parse": func(k string) error {
-			return rdb.HSet(ctx, k, "mode", "x", "h:"+newID(), "soon").Err()
+			return rdb.HSet(ctx, k, "mode", "x", "h:"+testkit.NewID(), "soon").Err()
 		},
 		"holds without a mode": func(k string) error {
-			return rdb.HSet(ctx, k, "h:"+newID(), "99999999999999 1 ").Err()
+			return rdb.HSet(ctx, k, "h:"+testkit.NewID(), "99999999999999 1 ").Err()
 		},
 	} {
-		key := testKey(t)
+		key := testkit.Key(t)
 		n := namesOf(DefaultKeyPrefix, key)
 		if err := write(n.lock); err != nil {
 			t.Fatal(err)
@@ -361,10 +357,10 @@ func TestForeignValuesAreStrangersLocks(t *testing.T) {
 		for _, mode := range []driver.Mode{driver.Exclusive, driver.Shared} {
 			expectRefused(t, d, reqOf(key, time.Second, mode, ""), name)
 		}
-		if ok, err := extend(ctx, rdb, n, newID(), time.Minute); ok || err != nil {
+		if ok, err := extend(ctx, rdb, n, testkit.NewID(), time.Minute); ok || err != nil {
 			t.Errorf("%s: extend: %v, %v", name, ok, err)
 		}
-		if ok, err := release(ctx, rdb, n, newID(), "PUBLISH"); ok || err != nil {
+		if ok, err := release(ctx, rdb, n, testkit.NewID(), "PUBLISH"); ok || err != nil {
 			t.Errorf("%s: release: %v, %v", name, ok, err)
 		}
 		if after, _ := rdb.Dump(ctx, n.lock).Result(); after != before {
@@ -382,7 +378,7 @@ func TestForeignValuesAreStrangersLocks(t *testing.T) {
 func TestInspectModes(t *testing.T) {
 	d := newTestDriver(t, newRDB(t))
 	ctx := ctxFor(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	r1 := mustAcquire(t, d, reqOf(key, time.Minute, driver.Shared, "alice"))
 	if info, err := d.Inspect(ctx, key); err != nil || info.Mode != driver.Shared || info.Holders != 1 || info.Owner != "alice" || info.Token != r1.Token() {
 		t.Errorf("one reader: %+v, %v", info, err)

@@ -5,16 +5,17 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func TestInspect(t *testing.T) {
 	d := newTestDriver(t, newRDB(t))
 	ctx := ctxFor(t)
-	key := testKey(t)
+	key := testkit.Key(t)
 	if info, err := d.Inspect(ctx, key); err != nil || info.Held {
 		t.Fatalf("free lock: got %+v, %v", info, err)
 	}
-	id := newID()
+	id := testkit.NewID()
 	l, err := d.Acquire(ctx, driver.Request{Key: key, ID: id, TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)

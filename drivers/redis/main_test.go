@@ -1,26 +1,24 @@
 package redis
 
 import (
-	"context"
-	"crypto/rand"
-	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
-// server is the Redis server of this package's tests: one container started
-// by TestMain, or the server DLOCK_TEST_REDIS_URL names.
+// server is the Redis server of this package's tests: a container that
+// TestMain starts for the whole package (testserver.Main), or the one
+// DLOCK_TEST_REDIS_URL names.
 var server testserver.Target
 
-// TestMain starts one Redis container for the whole package (or uses
-// DLOCK_TEST_REDIS_URL) and terminates it after the tests. Without a Docker
-// engine the server tests skip, saying why, unless DLOCK_REQUIRE_CONTAINERS=1
-// makes that a failure.
 func TestMain(m *testing.M) { testserver.Main(m, testserver.RedisTarget, &server) }
+
+// ctxFor returns a context bounded for one test step.
+var ctxFor = testkit.ContextFor(10 * time.Second)
 
 // newRDB returns a go-redis client of the test server, closed when t ends.
 func newRDB(tb testing.TB) *goredis.Client {
@@ -46,24 +44,6 @@ func newTestDriver(tb testing.TB, rdb goredis.UniversalClient, opts ...Option) *
 	}
 	tb.Cleanup(func() { _ = d.Close() })
 	return d
-}
-
-// testKey returns a key no other test (or earlier run against an external
-// server) uses.
-func testKey(tb testing.TB) string {
-	return "test/" + tb.Name() + "/" + rand.Text()[:8]
-}
-
-// newID returns a request ID shaped like the core's.
-func newID() string {
-	return strings.ToLower(rand.Text()[:26])
-}
-
-// ctxFor returns a context bounded for one test step.
-func ctxFor(tb testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	tb.Cleanup(cancel)
-	return ctx
 }
 
 // offlineRDB returns a go-redis client of an address where nothing listens:

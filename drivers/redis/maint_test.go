@@ -8,6 +8,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // The clients made from URLs start none of go-redis's maintenance
@@ -17,11 +19,11 @@ import (
 // connection turns the feature off, so against a paused server it runs on.
 func TestURLClientsRunNoMaintNotifications(t *testing.T) {
 	before := maintGoroutines()
-	single, _, err := parseURL(mustURL(t, "redis://127.0.0.1:1/0?dial_timeout=50ms"))
+	single, _, err := parseURL(testkit.URL(t, "redis://127.0.0.1:1/0?dial_timeout=50ms"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cluster, _, err := parseClusterURL(mustURL(t, "redis+cluster://127.0.0.1:1?dial_timeout=50ms"))
+	cluster, _, err := parseClusterURL(testkit.URL(t, "redis+cluster://127.0.0.1:1?dial_timeout=50ms"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // Issue 15's scenario, through the public API: several Clients, each over a
@@ -74,7 +75,7 @@ func checkNoDoubleGrant(t *testing.T, newDriver func(t *testing.T) driver.Driver
 		goroutines = 4
 		runFor     = 3 * time.Second
 	)
-	key := testKey(t)
+	key := testkit.Key(t)
 	var (
 		mu        sync.Mutex
 		grants    []grantRecord
@@ -84,11 +85,7 @@ func checkNoDoubleGrant(t *testing.T, newDriver func(t *testing.T) driver.Driver
 	)
 	stop := time.Now().Add(runFor)
 	for ci := range clients {
-		c, err := dlock.New(newDriver(t), dlock.WithTTL(noDoubleGrantTTL))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		c := testkit.Client(t, newDriver(t), dlock.WithTTL(noDoubleGrantTTL))
 		m, err := c.Mutex(key)
 		if err != nil {
 			t.Fatal(err)

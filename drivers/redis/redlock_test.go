@@ -16,6 +16,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -26,18 +27,8 @@ func TestRedLock(t *testing.T) {
 	if !server.Faults() {
 		t.Skip("RedLock tests start containers of their own; the package runs against an external server")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testserver.StartTimeout)
-	group, err := testserver.StartRedisGroup(ctx, 5)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := group.Terminate(ctx); err != nil {
-			t.Error(err)
-		}
+	group := testserver.Own(t, testserver.StartTimeout, func(ctx context.Context) (*testserver.RedisGroup, error) {
+		return testserver.StartRedisGroup(ctx, 5)
 	})
 	g := &rlGroup{group: group}
 	for _, a := range group.Addrs() {
@@ -68,7 +59,7 @@ func (g *rlGroup) testNoGoroutineLeak(t *testing.T) {
 	defer goleak.VerifyNone(t, append(testserver.IgnoreOwnGoroutines(), goleak.IgnoreCurrent())...)
 	g.down(t, true, 2)
 	for range 2 {
-		d, err := openRedLock(ctxFor(t), mustURL(t, g.group.RedLockURL()))
+		d, err := openRedLock(ctxFor(t), testkit.URL(t, g.group.RedLockURL()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +95,7 @@ func (g *rlGroup) open(t *testing.T, query string) *RedLock {
 		// extension once timed out on 3 of 5 masters).
 		query = "?node_timeout=500ms"
 	}
-	d, err := openRedLock(ctxFor(t), mustURL(t, g.group.RedLockURL()+query))
+	d, err := openRedLock(ctxFor(t), testkit.URL(t, g.group.RedLockURL()+query))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +140,7 @@ func (g *rlGroup) down(t *testing.T, pause bool, masters ...int) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			if pause {
-				err = s.Unpause(ctx)
+				err = s.Resume(ctx)
 			} else {
 				err = s.Start(ctx)
 			}
@@ -169,10 +160,7 @@ func (g *rlGroup) testConformance(t *testing.T) {
 	// timeout of a quarter of it leaves both phases of an acquisition within
 	// the TTL, as the driver requires, and each round trip 500 ms.
 	const ttl = 2 * time.Second
-	url := mustURL(t, g.group.RedLockURL()+"?node_timeout=500ms")
-	all := func(f func(*testserver.Server, context.Context) error) func(context.Context) error {
-		return func(ctx context.Context) error { return g.group.Each(ctx, f) }
-	}
+	url := testkit.URL(t, g.group.RedLockURL()+"?node_timeout=500ms")
 	conformance.Run(t, conformance.Harness{
 		NewDriver: func(ctx context.Context) (driver.Driver, error) { return openRedLock(ctx, url) },
 		TTL:       ttl,
@@ -195,16 +183,7 @@ func (g *rlGroup) testConformance(t *testing.T) {
 		// The partition cases cut one client off from every server.
 		NewLinkedDriver: linkedOpener(t, url, openRedLockLinked),
 		// The whole backend is every master.
-		Faults: &conformance.Faults{
-			Pause:  all((*testserver.Server).Pause),
-			Resume: all((*testserver.Server).Unpause),
-			Restart: func(ctx context.Context) error {
-				if err := g.group.Each(ctx, (*testserver.Server).Stop); err != nil {
-					return err
-				}
-				return g.group.Each(ctx, (*testserver.Server).Start)
-			},
-		},
+		Faults: g.group.FaultHooks(),
 	})
 }
 
@@ -217,16 +196,12 @@ func (g *rlGroup) testMinorityDown(t *testing.T) {
 	r := g.open(t, "?node_timeout=300ms")
 	g.down(t, true, 1)
 	g.down(t, false, 3)
-	c, err := dlock.New(r, dlock.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	key := testKey(t)
+	c := testkit.Client(t, r, dlock.WithTTL(2*time.Second))
+	key := testkit.Key(t)
 	// The driver: validity is the TTL, counted from the call's start, and
 	// the call waited for the paused master.
 	started := time.Now()
-	probe, err := r.Acquire(ctxFor(t), reqFor(testKey(t), 2*time.Second))
+	probe, err := r.Acquire(ctxFor(t), testkit.Request(testkit.Key(t), 2*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire with 2 of 5 masters down: %v", err)
 	}
@@ -279,8 +254,8 @@ func (g *rlGroup) testMajorityDown(t *testing.T) {
 	r := g.open(t, "")
 	g.down(t, true, 0, 2)
 	g.down(t, false, 4)
-	key := testKey(t)
-	req := reqFor(key, 2*time.Second)
+	key := testkit.Key(t)
+	req := testkit.Request(key, 2*time.Second)
 	_, err := r.Acquire(ctxFor(t), req)
 	if err == nil || errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("Acquire with 3 of 5 masters down: got %v, want an error other than ErrLocked", err)
@@ -299,8 +274,8 @@ func (g *rlGroup) testMajorityDown(t *testing.T) {
 func (g *rlGroup) testSlowMajority(t *testing.T) {
 	r := g.open(t, "?node_timeout=300ms")
 	g.down(t, true, 0) // the acquisition waits 300 ms for it
-	key := testKey(t)
-	req := reqFor(key, 100*time.Millisecond)
+	key := testkit.Key(t)
+	req := testkit.Request(key, 100*time.Millisecond)
 	_, err := r.Acquire(ctxFor(t), req)
 	if err == nil || errors.Is(err, driver.ErrLocked) || !strings.Contains(err.Error(), "TTL") {
 		t.Fatalf("Acquire outliving its TTL: got %v, want an error saying the validity ran out", err)
@@ -315,13 +290,13 @@ func (g *rlGroup) testSlowMajority(t *testing.T) {
 // however far apart the masters' counters were.
 func (g *rlGroup) testTokensAcrossMasters(t *testing.T) {
 	r := g.open(t, "")
-	key := testKey(t)
+	key := testkit.Key(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	ahead := uint64(time.Now().Add(24 * time.Hour).UnixMicro()) // a counter far ahead of the others
 	if err := g.raw[4].Set(ctxFor(t), n.fence(), strconv.FormatUint(ahead, 10), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	first := mustAcquireRL(t, r, reqFor(key, 5*time.Second))
+	first := mustAcquireRL(t, r, testkit.Request(key, 5*time.Second))
 	if first.Token() != ahead+1 {
 		t.Fatalf("token %d, want the highest issued, %d", first.Token(), ahead+1)
 	}
@@ -334,7 +309,7 @@ func (g *rlGroup) testTokensAcrossMasters(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.down(t, false, 4) // the master with the high counter is gone
-	second := mustAcquireRL(t, r, reqFor(key, 5*time.Second))
+	second := mustAcquireRL(t, r, testkit.Request(key, 5*time.Second))
 	if second.Token() <= first.Token() {
 		t.Fatalf("token %d on another majority after %d: not increasing", second.Token(), first.Token())
 	}
@@ -347,7 +322,7 @@ func (g *rlGroup) testTokensAcrossMasters(t *testing.T) {
 // masters that did not hold the first entry.
 func (g *rlGroup) testReentryAcrossMasters(t *testing.T) {
 	r, other := g.open(t, ""), g.open(t, "")
-	key := testKey(t)
+	key := testkit.Key(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	restart := func(f func(*testserver.Server, context.Context) error) {
@@ -422,7 +397,7 @@ func (g *rlGroup) testBatchAndInspect(t *testing.T) {
 	var ttls []time.Duration
 	var keys []string
 	for range 3 {
-		key := testKey(t)
+		key := testkit.Key(t)
 		keys = append(keys, key)
 		leases = append(leases, mustAcquireRL(t, r, reqOf(key, 10*time.Second, driver.Exclusive, "")))
 		ttls = append(ttls, 20*time.Second)

@@ -7,6 +7,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // The "not now" replies come out of opErr marked transient (a Transient
@@ -51,15 +53,15 @@ func TestNotNowIsTransient(t *testing.T) {
 // The clients the driver makes from URLs run without go-redis's
 // maintenance notifications (see maintOff).
 func TestURLClientsWithoutMaintNotifications(t *testing.T) {
-	single, _, err := parseURL(mustURL(t, "redis://localhost:6379/0"))
+	single, _, err := parseURL(testkit.URL(t, "redis://localhost:6379/0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cluster, _, err := parseClusterURL(mustURL(t, "redis+cluster://a:7000,b:7001"))
+	cluster, _, err := parseClusterURL(testkit.URL(t, "redis+cluster://a:7000,b:7001"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	masters, _, err := parseRedLockURL(mustURL(t, "redlock://a:6379,b:6379,c:6379"))
+	masters, _, err := parseRedLockURL(testkit.URL(t, "redlock://a:6379,b:6379,c:6379"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,79 +13,56 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // secret is the password in the test URLs; no error may contain it.
 const secret = "s3cr3t-PW"
 
-func mustURL(t *testing.T, raw string) *url.URL {
-	t.Helper()
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatalf("url.Parse(%q): %v", raw, err)
-	}
-	return u
-}
-
 func TestParseURLGood(t *testing.T) {
-	for _, c := range []struct {
-		url      string
-		addr     string
-		db       int
-		user     string
-		password string
-		tls      bool
-		prefix   string
-	}{
-		{url: "redis://localhost:6379/0", addr: "localhost:6379", prefix: DefaultKeyPrefix},
-		{url: "redis://host", addr: "host:6379", prefix: DefaultKeyPrefix},
-		{url: "redis://:" + secret + "@host/3", addr: "host:6379", db: 3, password: secret, prefix: DefaultKeyPrefix},
-		{url: "rediss://user:" + secret + "@host:6380/1?dial_timeout=3s", addr: "host:6380", db: 1, user: "user", password: secret, tls: true, prefix: DefaultKeyPrefix},
-		{url: "REDIS://[::1]:6379/2", addr: "[::1]:6379", db: 2, prefix: DefaultKeyPrefix},
-		{url: "redis://[fe80::1%25eth0]:7000", addr: "[fe80::1%eth0]:7000", prefix: DefaultKeyPrefix},
-		{url: "redis://host/0?key_prefix=app1:&max_retries=2", addr: "host:6379", prefix: "app1:"},
-		{url: "redis://host/0?key_prefix=", addr: "host:6379", prefix: ""},
-	} {
-		opt, o, err := parseURL(mustURL(t, c.url))
-		if err != nil {
-			t.Errorf("parseURL(%q): %v", c.url, err)
-			continue
-		}
-		if opt.Addr != c.addr || opt.DB != c.db || opt.Username != c.user || opt.Password != c.password ||
-			(opt.TLSConfig != nil) != c.tls || o.prefix != c.prefix || !opt.ContextTimeoutEnabled {
-			t.Errorf("parseURL(%q) = addr %q db %d user %q password %q TLS %v prefix %q context timeouts %v",
-				c.url, opt.Addr, opt.DB, opt.Username, opt.Password, opt.TLSConfig != nil, o.prefix, opt.ContextTimeoutEnabled)
-		}
+	type parsed struct {
+		addr               string
+		db                 int
+		user, password     string
+		tls                bool
+		prefix             string
+		contextTimeoutsOff bool
 	}
+	testkit.ParsesURLs(t, func(u *url.URL) (parsed, error) {
+		opt, o, err := parseURL(u)
+		if err != nil {
+			return parsed{}, err
+		}
+		return parsed{opt.Addr, opt.DB, opt.Username, opt.Password, opt.TLSConfig != nil, o.prefix, !opt.ContextTimeoutEnabled}, nil
+	}, map[string]parsed{
+		"redis://localhost:6379/0":       {addr: "localhost:6379", prefix: DefaultKeyPrefix},
+		"redis://host":                   {addr: "host:6379", prefix: DefaultKeyPrefix},
+		"redis://:" + secret + "@host/3": {addr: "host:6379", db: 3, password: secret, prefix: DefaultKeyPrefix},
+		"rediss://user:" + secret + "@host:6380/1?dial_timeout=3s": {addr: "host:6380", db: 1, user: "user", password: secret, tls: true, prefix: DefaultKeyPrefix},
+		"REDIS://[::1]:6379/2":                          {addr: "[::1]:6379", db: 2, prefix: DefaultKeyPrefix},
+		"redis://[fe80::1%25eth0]:7000":                 {addr: "[fe80::1%eth0]:7000", prefix: DefaultKeyPrefix},
+		"redis://host/0?key_prefix=app1:&max_retries=2": {addr: "host:6379", prefix: "app1:"},
+		"redis://host/0?key_prefix=":                    {addr: "host:6379", prefix: ""},
+	})
 }
 
 func TestParseURLBad(t *testing.T) {
-	for _, raw := range []string{
-		"http://u:" + secret + "@host:6379/0",                   // not our scheme
-		"unix://u:" + secret + "@/tmp/redis.sock",               // go-redis takes it, we do not register it
-		"redis://u:" + secret + "@host:99999/0",                 // port out of range
-		"redis://u:" + secret + "@host:0/0",                     // port 0
-		"redis://::1:6379/0",                                    // IPv6 without brackets
-		"redis://u:" + secret + "@::1/0",                        // IPv6 without brackets, with a password
-		"redis:" + secret,                                       // opaque
-		"redis://u:" + secret + "@host/x",                       // bad database
-		"redis://u:" + secret + "@host/0/1",                     // bad path
-		"redis://u:" + secret + "@host/0?foo=bar",               // unknown option
-		"redis://u:" + secret + "@host/0?max_retries=" + secret, // bad option value
-		"redis://host/0?password=" + secret,                     // secret in the query
-		"redis://u:" + secret + "@host/0?key_prefix={x}",
-		"redis://u:" + secret + "@host/0?key_prefix=a&key_prefix=b",
-	} {
-		_, _, err := parseURL(mustURL(t, raw))
-		if !errors.Is(err, dlock.ErrInvalidURL) {
-			t.Errorf("parseURL(%q): got %v, want ErrInvalidURL", raw, err)
-			continue
-		}
-		if strings.Contains(err.Error(), secret) {
-			t.Errorf("parseURL(%q): the error shows the password: %v", raw, err)
-		}
-		t.Logf("%s: %v", raw, err)
-	}
+	testkit.RefusesURLs(t, func(u *url.URL) error { _, _, err := parseURL(u); return err }, secret,
+		"http://u:"+secret+"@host:6379/0",                 // not our scheme
+		"unix://u:"+secret+"@/tmp/redis.sock",             // go-redis takes it, we do not register it
+		"redis://u:"+secret+"@host:99999/0",               // port out of range
+		"redis://u:"+secret+"@host:0/0",                   // port 0
+		"redis://::1:6379/0",                              // IPv6 without brackets
+		"redis://u:"+secret+"@::1/0",                      // IPv6 without brackets, with a password
+		"redis:"+secret,                                   // opaque
+		"redis://u:"+secret+"@host/x",                     // bad database
+		"redis://u:"+secret+"@host/0/1",                   // bad path
+		"redis://u:"+secret+"@host/0?foo=bar",             // unknown option
+		"redis://u:"+secret+"@host/0?max_retries="+secret, // bad option value
+		"redis://host/0?password="+secret,                 // secret in the query
+		"redis://u:"+secret+"@host/0?key_prefix={x}",
+		"redis://u:"+secret+"@host/0?key_prefix=a&key_prefix=b",
+	)
 }
 
 func TestRegistered(t *testing.T) {
@@ -123,7 +100,7 @@ func TestOpenUnreachable(t *testing.T) {
 func TestOpenOwnsClient(t *testing.T) {
 	server.Need(t)
 	ctx := ctxFor(t)
-	dd, err := open(ctx, mustURL(t, server.URL+"?key_prefix=owned:"))
+	dd, err := open(ctx, testkit.URL(t, server.URL+"?key_prefix=owned:"))
 	if err != nil {
 		t.Fatalf("open(%s): %v", server.URL, err)
 	}
@@ -131,7 +108,7 @@ func TestOpenOwnsClient(t *testing.T) {
 	if d.prefix != "owned:" || !d.owned {
 		t.Fatalf("open: prefix %q owned %v", d.prefix, d.owned)
 	}
-	l, err := d.Acquire(ctx, reqFor(testKey(t), time.Second))
+	l, err := d.Acquire(ctx, testkit.Request(testkit.Key(t), time.Second))
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -150,7 +127,7 @@ func TestOpenOwnsClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dlock.Open(%s): %v", server.URL, err)
 	}
-	m, err := c.Mutex(testKey(t))
+	m, err := c.Mutex(testkit.Key(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/benchkit"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // batchSession is the session timeout the batch tests ask for, and their
@@ -103,7 +104,7 @@ func acquireMany(tb testing.TB, d *Driver, prefix string, n int) []driver.Lease 
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			req := driver.Request{Key: fmt.Sprintf("%s/%d", prefix, i), ID: newID(), TTL: batchSession, Mode: driver.Exclusive}
+			req := driver.Request{Key: fmt.Sprintf("%s/%d", prefix, i), ID: testkit.NewID(), TTL: batchSession, Mode: driver.Exclusive}
 			leases[i], errs[i] = d.Acquire(ctxFor(tb), req)
 		})
 	}
@@ -271,15 +272,15 @@ func TestExtendBatchLost(t *testing.T) {
 func TestExtendBatchEntry(t *testing.T) {
 	d, w := countedDriver(t, batchSession)
 	conn := rawConn(t)
-	other, err := d.Acquire(ctxFor(t), driver.Request{Key: "plain", ID: newID(), TTL: batchSession})
+	other, err := d.Acquire(ctxFor(t), driver.Request{Key: "plain", ID: testkit.NewID(), TTL: batchSession})
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := d.Acquire(ctxFor(t), driver.Request{Key: "reentrant", ID: newID(), TTL: batchSession, Owner: "o"})
+	first, err := d.Acquire(ctxFor(t), driver.Request{Key: "reentrant", ID: testkit.NewID(), TTL: batchSession, Owner: "o"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	joined, err := d.Acquire(ctxFor(t), driver.Request{Key: "reentrant", ID: newID(), TTL: batchSession, Owner: "o"})
+	joined, err := d.Acquire(ctxFor(t), driver.Request{Key: "reentrant", ID: testkit.NewID(), TTL: batchSession, Owner: "o"})
 	if err != nil {
 		t.Fatal(err)
 	}

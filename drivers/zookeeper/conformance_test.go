@@ -9,8 +9,9 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/conformance/containerfaults"
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // TestConformance runs the shared suite against the real server, with its
@@ -18,11 +19,11 @@ import (
 // is the session timeout: the shortest TTL the Driver accepts.
 func TestConformance(t *testing.T) {
 	base := "/conformance-" + rand.Text()[:8]
-	rawURL := testURL(t, base)
+	u := testkit.URL(t, testURL(t, base))
 	conn := rawConn(t)
 	h := conformance.Harness{
 		NewDriver: func(ctx context.Context) (driver.Driver, error) {
-			return open(ctx, mustParse(t, rawURL))
+			return open(ctx, u)
 		},
 		TTL: testSession,
 		// Tampering is what an operator with zkCli would do: delete the
@@ -33,30 +34,8 @@ func TestConformance(t *testing.T) {
 		},
 		// A client whose link to the server the partition cases cut: its
 		// session's heartbeats stop with everything else.
-		NewLinkedDriver: func(ctx context.Context) (driver.Driver, conformance.Link, error) {
-			proxied, link, err := testserver.ProxyURL(rawURL)
-			if err != nil {
-				return nil, nil, err
-			}
-			d, err := open(ctx, mustParse(t, proxied))
-			if err != nil {
-				_ = link.Close()
-				return nil, nil, err
-			}
-			return d, link, nil
-		},
-	}
-	if server.Faults() {
-		h.Faults = &conformance.Faults{
-			Pause:  server.Server.Pause,
-			Resume: server.Server.Unpause,
-			Restart: func(ctx context.Context) error {
-				if err := server.Server.Stop(ctx); err != nil {
-					return err
-				}
-				return server.Server.Start(ctx)
-			},
-		}
+		NewLinkedDriver: containerfaults.LinkedURL(u, open),
+		Faults:          server.FaultHooks(),
 	}
 	conformance.Run(t, h)
 }

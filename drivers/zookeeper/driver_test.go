@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // testBase returns a base path no other test uses.
@@ -20,7 +21,7 @@ func testBase() string { return "/t-" + rand.Text()[:10] }
 // serverAddr returns the first server of the test URL.
 func serverAddr(tb testing.TB) string {
 	tb.Helper()
-	servers, _, err := parseURL(mustParse(tb, testURL(tb, "")))
+	servers, _, err := parseURL(testkit.URL(tb, testURL(tb, "")))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func waitUntil(tb testing.TB, d time.Duration, what string, cond func() bool) {
 }
 
 func request(key string, mode driver.Mode) driver.Request {
-	return driver.Request{Key: key, ID: newID(), TTL: testSession, Mode: mode}
+	return driver.Request{Key: key, ID: testkit.NewID(), TTL: testSession, Mode: mode}
 }
 
 // block makes req a blocking one: it waits in the lock's queue.
@@ -88,11 +89,7 @@ func TestTTLLimits(t *testing.T) {
 	if caps.MinTTL != 10*time.Second || caps.MaxTTL != 20*time.Second || caps.TTLReason == "" {
 		t.Errorf("Capabilities: MinTTL %v, MaxTTL %v, TTLReason %q; want 10s, 20s and a reason", caps.MinTTL, caps.MaxTTL, caps.TTLReason)
 	}
-	c, err := dlock.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(t.Context())
+	c := testkit.Client(t, d)
 	for ttl, ok := range map[time.Duration]bool{
 		time.Second: false, 9 * time.Second: false, 10 * time.Second: true, 15 * time.Second: true,
 		20 * time.Second: true, 21 * time.Second: false,

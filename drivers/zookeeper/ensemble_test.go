@@ -25,13 +25,9 @@ func TestEnsemble(t *testing.T) {
 		t.Skip("the ensemble test starts three servers; run without -short")
 	}
 	server.NeedFaults(t) // containers can be run
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	e, err := testserver.StartZooKeeperEnsemble(ctx, 3)
-	if err != nil {
-		t.Fatalf("start the ensemble: %v", err)
-	}
-	t.Cleanup(func() { _ = e.Terminate(context.Background()) })
+	e := testserver.Own(t, 5*time.Minute, func(ctx context.Context) (*testserver.ZooKeeperEnsemble, error) {
+		return testserver.StartZooKeeperEnsemble(ctx, 3)
+	})
 
 	t.Run("LeaderStops", func(t *testing.T) { testLeaderStops(t, e) })
 	t.Run("FollowerPaused", func(t *testing.T) { testFollowerPaused(t, e) })
@@ -181,7 +177,7 @@ func testFollowerPaused(t *testing.T, e *testserver.ZooKeeperEnsemble) {
 	paused := true
 	defer func() {
 		if paused {
-			_ = e.Members[follower].Unpause(context.Background())
+			_ = e.Members[follower].Resume(context.Background())
 		}
 	}()
 	// The client may see its connection drop when members lose touch on a
@@ -208,7 +204,7 @@ func testFollowerPaused(t *testing.T, e *testserver.ZooKeeperEnsemble) {
 	if cycles == 0 {
 		t.Errorf("no lock and unlock of another key succeeded while a follower was paused")
 	}
-	if err := e.Members[follower].Unpause(ctx); err != nil {
+	if err := e.Members[follower].Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
 	paused = false
@@ -246,7 +242,7 @@ func testHolderServerPaused(t *testing.T, e *testserver.ZooKeeperEnsemble, pause
 	}
 	pausedAt := time.Now()
 	unpause := sync.OnceFunc(func() {
-		if err := e.Members[follower].Unpause(context.Background()); err != nil {
+		if err := e.Members[follower].Resume(context.Background()); err != nil {
 			t.Errorf("unpause: %v", err)
 		}
 	})

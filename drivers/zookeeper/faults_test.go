@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // TestLostCreateReply: the server applies a create whose reply the client
@@ -235,11 +236,7 @@ func newClient(tb testing.TB, d driver.Driver) *dlock.Client {
 // newClientTTL is newClient with locks of the given TTL.
 func newClientTTL(tb testing.TB, d driver.Driver, ttl time.Duration) *dlock.Client {
 	tb.Helper()
-	c, err := dlock.New(d, dlock.WithTTL(ttl))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = c.Close(context.Background()) })
+	c := testkit.Client(tb, d, dlock.WithTTL(ttl))
 	return c
 }
 

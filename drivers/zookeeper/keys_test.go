@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // unescape is escapeKey's inverse: that one exists is what makes escapeKey
@@ -80,7 +82,7 @@ func TestCheckBase(t *testing.T) {
 }
 
 func TestParseNode(t *testing.T) {
-	id, tag := newID(), ownerTag("owner")
+	id, tag := testkit.NewID(), ownerTag("owner")
 	for name, want := range map[string]node{
 		queuePrefix(kindWriter, id, "") + "0000000007":  {kind: kindWriter, id: id, seq: 7},
 		queuePrefix(kindReader, id, tag) + "0000000012": {kind: kindReader, id: id, tag: tag, seq: 12},
@@ -172,7 +174,7 @@ func TestHolders(t *testing.T) {
 
 func TestData(t *testing.T) {
 	for _, owner := range []string{"o", "", "a\nb", "\xff\x00", strings.Repeat("x", 1024)} {
-		ids := []string{newID(), newID()}
+		ids := []string{testkit.NewID(), testkit.NewID()}
 		gotOwner, gotIDs, ok := decodeData(encodeData(owner, ids))
 		if !ok || gotOwner != owner || strings.Join(gotIDs, ",") != strings.Join(ids, ",") {
 			t.Errorf("decodeData(encodeData(%q, %v)) = %q, %v, %v", owner, ids, gotOwner, gotIDs, ok)

@@ -2,27 +2,25 @@ package zookeeper
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
-// server is the ZooKeeper server of this package's tests: one standalone
-// container started by TestMain, or the ensemble DLOCK_TEST_ZOOKEEPER_URL
-// names.
+// server is the ZooKeeper server of this package's tests: a container that
+// TestMain starts for the whole package (testserver.Main), or the one
+// DLOCK_TEST_ZOOKEEPER_URL names.
 var server testserver.Target
 
-// TestMain starts one ZooKeeper container for the whole package (or uses
-// DLOCK_TEST_ZOOKEEPER_URL) and terminates it after the tests. Without a
-// Docker engine the server tests skip, saying why, unless
-// DLOCK_REQUIRE_CONTAINERS=1 makes that a failure.
 func TestMain(m *testing.M) { testserver.Main(m, testserver.ZooKeeperTarget, &server) }
+
+// ctxFor returns a context bounded for one test step.
+var ctxFor = testkit.ContextFor(30 * time.Second)
 
 // testSession is the session timeout of the tests' Drivers: short, so that
 // expiry cases are quick, and long enough for a loaded machine running
@@ -69,7 +67,7 @@ func dial(tb testing.TB, rawURL string) *Driver {
 // its hosts), closed when tb ends, for looking at and tampering with nodes.
 func rawConn(tb testing.TB) *zk.Conn {
 	tb.Helper()
-	servers, _, err := parseURL(mustParse(tb, testURL(tb, "")))
+	servers, _, err := parseURL(testkit.URL(tb, testURL(tb, "")))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -86,27 +84,4 @@ func rawConn(tb testing.TB) *zk.Conn {
 		time.Sleep(5 * time.Millisecond) // polling the library's state: it has no wait
 	}
 	return conn
-}
-
-func mustParse(tb testing.TB, raw string) *url.URL {
-	tb.Helper()
-	u, err := url.Parse(raw)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return u
-}
-
-// newID returns a request ID shaped like the core's.
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// ctxFor returns a context bounded for one test step.
-func ctxFor(tb testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	tb.Cleanup(cancel)
-	return ctx
 }

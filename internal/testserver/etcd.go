@@ -4,14 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"strconv"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
-	"github.com/testcontainers/testcontainers-go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -83,18 +77,14 @@ func EtcdSpec(hostPort int) Spec {
 // Start, it picks the published port before the container starts, because
 // the member advertises it.
 func StartEtcd(ctx context.Context) (*Server, error) {
-	cli, err := etcdPrepare(ctx, EtcdImage)
+	if err := prepare(ctx, EtcdImage); err != nil {
+		return nil, err
+	}
+	srv, err := startAt(ctx, EtcdSpec)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := etcdStartAt(ctx, cli, EtcdSpec)
-	if err != nil {
-		_ = cli.Close()
-		return nil, err
-	}
-	if err := srv.waitReady(ctx); err != nil {
-		err = fmt.Errorf("%w%s", err, srv.logTail(ctx))
-		_ = srv.Terminate(context.WithoutCancel(ctx))
+	if err := srv.ready(ctx); err != nil {
 		return nil, err
 	}
 	return srv, nil
@@ -104,14 +94,7 @@ func StartEtcd(ctx context.Context) (*Server, error) {
 // DLOCK_TEST_ETCD_URL when it is set (Server nil), else a new single-member
 // container with URL "etcd://127.0.0.1:PORT". Its signature fits [Main].
 func EtcdTarget(ctx context.Context) (Target, error) {
-	if url := os.Getenv(EnvEtcdURL); url != "" {
-		return Target{URL: url}, nil
-	}
-	srv, err := StartEtcd(ctx)
-	if err != nil {
-		return Target{}, err
-	}
-	return Target{URL: "etcd://" + srv.Addr(), Server: srv}, nil
+	return target(ctx, EnvEtcdURL, StartEtcd, func(addr string) string { return "etcd://" + addr })
 }
 
 // PingEtcd reads one key linearizably from the etcd member at addr
@@ -132,89 +115,6 @@ func PingEtcd(ctx context.Context, addr string) error {
 		return fmt.Errorf("etcd read at %s: %w", addr, err)
 	}
 	return nil
-}
-
-// etcdPrepare returns a Docker client once the engine answers and image is
-// present, having removed containers of dead test processes.
-func etcdPrepare(ctx context.Context, image string) (*testcontainers.DockerClient, error) {
-	setTestcontainersDefaults()
-	cli, err := dockerClient(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := cli.ImageInspect(ctx, image); err != nil {
-		_ = cli.Close()
-		if cerrdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: %s", ErrNoImage, image)
-		}
-		return nil, fmt.Errorf("testserver: inspect image %s: %w", image, err)
-	}
-	removeOrphans(ctx, cli)
-	return cli, nil
-}
-
-// etcdStartAt starts the container that spec(hostPort) describes, with its port
-// published on a free hostPort of 127.0.0.1 picked first (and again when
-// another process took it meanwhile), without waiting for readiness. The
-// returned Server owns cli.
-func etcdStartAt(ctx context.Context, cli *testcontainers.DockerClient, spec func(hostPort int) Spec, extra ...testcontainers.ContainerCustomizer) (*Server, error) {
-	var s Spec
-	var ctr *testcontainers.DockerContainer
-	var hostPort int
-	var err error
-	for attempt := 1; ; attempt++ {
-		hostPort, err = freePort()
-		if err == nil {
-			s = spec(hostPort)
-			ctr, err = etcdRunWith(ctx, s, hostPort, extra...)
-		}
-		if err == nil || attempt == 3 || !isPortConflict(err) {
-			break
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("testserver: start %s: %w", s.Name, err)
-	}
-	return &Server{
-		spec: s,
-		addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort)),
-		ctr:  ctr,
-		cli:  cli,
-	}, nil
-}
-
-// etcdRunWith is [run] with more customizers (a network, its aliases).
-func etcdRunWith(ctx context.Context, spec Spec, hostPort int, extra ...testcontainers.ContainerCustomizer) (*testcontainers.DockerContainer, error) {
-	port, err := network.ParsePort(spec.Port)
-	if err != nil {
-		return nil, fmt.Errorf("bad Spec.Port %q: %w", spec.Port, err)
-	}
-	host, _ := os.Hostname()
-	opts := []testcontainers.ContainerCustomizer{
-		testcontainers.WithName(fmt.Sprintf("dlock-test-%s-%d", spec.Name, hostPort)),
-		testcontainers.WithExposedPorts(spec.Port),
-		testcontainers.WithLabels(map[string]string{
-			labelName:      spec.Name,
-			labelOwnerPID:  strconv.Itoa(os.Getpid()),
-			labelOwnerHost: host,
-		}),
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.PortBindings = network.PortMap{port: {{
-				HostIP:   etcdLoopback,
-				HostPort: strconv.Itoa(hostPort),
-			}}}
-		}),
-		testcontainers.WithCmd(spec.Cmd...),
-	}
-	opts = append(opts, extra...)
-	ctr, err := testcontainers.Run(ctx, spec.Image, opts...)
-	if err != nil {
-		if ctr != nil {
-			_ = ctr.Terminate(context.WithoutCancel(ctx))
-		}
-		return nil, err
-	}
-	return ctr, nil
 }
 
 // EtcdStatus returns the member ID, and the ID of the leader it knows, of

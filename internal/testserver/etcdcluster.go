@@ -5,9 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"net/netip"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -15,8 +12,6 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 )
-
-var etcdLoopback = netip.MustParseAddr("127.0.0.1")
 
 // EtcdClusterTiming is the Raft timing of the members of [StartEtcdCluster]:
 // etcd's defaults (100 ms heartbeat, 1 s election timeout), which keep a
@@ -44,21 +39,10 @@ func StartEtcdCluster(ctx context.Context, size int) (*EtcdCluster, error) {
 	if size < 1 {
 		return nil, fmt.Errorf("testserver: etcd cluster of %d members", size)
 	}
-	cli, err := etcdPrepare(ctx, EtcdImage)
+	// Every orphan network goes (""): Docker's address pools are shared.
+	nw, err := clusterNetwork(ctx, EtcdImage, "etcd-cluster", "")
 	if err != nil {
 		return nil, err
-	}
-	removeOrphanNetworks(ctx, cli, "")
-	_ = cli.Close()
-
-	host, _ := os.Hostname()
-	nw, err := tcnetwork.New(ctx, tcnetwork.WithLabels(map[string]string{
-		labelName:      "etcd-cluster",
-		labelOwnerPID:  strconv.Itoa(os.Getpid()),
-		labelOwnerHost: host,
-	}))
-	if err != nil {
-		return nil, fmt.Errorf("testserver: create a network for the etcd cluster: %w", err)
 	}
 	c := &EtcdCluster{network: nw}
 
@@ -73,24 +57,18 @@ func StartEtcdCluster(ctx context.Context, size int) (*EtcdCluster, error) {
 	// Members are started one after the other without waiting: none can
 	// serve before a quorum has started.
 	for i := range size {
-		mcli, err := etcdPrepare(ctx, EtcdImage)
-		if err == nil {
-			var srv *Server
-			srv, err = etcdStartAt(ctx, mcli, func(hostPort int) Spec {
-				return Spec{
-					Name:  fmt.Sprintf("etcd%d", i),
-					Image: EtcdImage,
-					Port:  etcdClientPort,
-					Cmd: etcdFlags(names[i], hostPort, "http://"+names[i]+":"+etcdPeerPort,
-						initial, token, EtcdClusterTiming),
-					Ready: PingEtcd,
-				}
-			}, tcnetwork.WithNetwork([]string{names[i]}, nw))
-			if err == nil {
-				c.Members = append(c.Members, srv)
-			} else {
-				_ = mcli.Close()
+		srv, err := startAt(ctx, func(hostPort int) Spec {
+			return Spec{
+				Name:  fmt.Sprintf("etcd%d", i),
+				Image: EtcdImage,
+				Port:  etcdClientPort,
+				Cmd: etcdFlags(names[i], hostPort, "http://"+names[i]+":"+etcdPeerPort,
+					initial, token, EtcdClusterTiming),
+				Ready: PingEtcd,
 			}
+		}, tcnetwork.WithNetwork([]string{names[i]}, nw))
+		if err == nil {
+			c.Members = append(c.Members, srv)
 		}
 		if err != nil {
 			_ = c.Terminate(context.WithoutCancel(ctx))
@@ -115,13 +93,7 @@ func StartEtcdCluster(ctx context.Context, size int) (*EtcdCluster, error) {
 }
 
 // Addrs returns the members' published client addresses, "127.0.0.1:PORT".
-func (c *EtcdCluster) Addrs() []string {
-	addrs := make([]string, len(c.Members))
-	for i, m := range c.Members {
-		addrs[i] = m.Addr()
-	}
-	return addrs
-}
+func (c *EtcdCluster) Addrs() []string { return addrsOf(c.Members) }
 
 // Leader returns the index in Members of the member that the first member
 // to answer reports as the leader. Stopped or paused members are skipped.
@@ -153,9 +125,7 @@ func (c *EtcdCluster) Leader(ctx context.Context) (int, error) {
 // stays, and Members[i].Start brings it back.
 func (c *EtcdCluster) Kill(ctx context.Context, i int) error {
 	m := c.Members[i]
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, err := m.cli.ContainerKill(ctx, m.ctr.GetContainerID(), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+	if _, err := m.faults.Docker().ContainerKill(ctx, m.ctr.GetContainerID(), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
 		return fmt.Errorf("testserver: kill %s: %w", m.spec.Name, err)
 	}
 	return nil
@@ -166,14 +136,5 @@ func (c *EtcdCluster) Terminate(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
-	var errs []error
-	for _, m := range c.Members {
-		errs = append(errs, m.Terminate(ctx))
-	}
-	if c.network != nil {
-		if err := c.network.Remove(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("testserver: remove the etcd cluster's network: %w", err))
-		}
-	}
-	return errors.Join(errs...)
+	return terminateAll(ctx, c.Members, c.network)
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/hazelcast/hazelcast-go-client/logger"
 	"github.com/hazelcast/hazelcast-go-client/types"
 
+	"github.com/dlock-go/dlock/conformance/containerfaults"
+
 	cerrdefs "github.com/containerd/errdefs"
 )
 
@@ -201,6 +203,13 @@ func pingHazelcast(ctx context.Context, addr string) error {
 // connectHazelcast starts a unisocket client of the member at addr, bounded
 // by ctx, with the library's logging off.
 func connectHazelcast(ctx context.Context, addr string) (*hazelcast.Client, error) {
+	return connectHazelcastWith(ctx, hazelcastProbeConfig(ctx, addr))
+}
+
+// hazelcastProbeConfig is the configuration of a unisocket client of the
+// member at addr, whose first connection ctx bounds, with the library's
+// logging off.
+func hazelcastProbeConfig(ctx context.Context, addr string) hazelcast.Config {
 	cfg := hazelcast.NewConfig()
 	cfg.Cluster.Name = HazelcastCluster
 	cfg.Cluster.Unisocket = true
@@ -210,6 +219,12 @@ func connectHazelcast(ctx context.Context, addr string) (*hazelcast.Client, erro
 		// Without a timeout the client retries its first connection forever.
 		cfg.Cluster.ConnectionStrategy.Timeout = types.Duration(max(time.Until(deadline), time.Millisecond))
 	}
+	return cfg
+}
+
+// connectHazelcastWith starts a client with cfg, bounded by ctx.
+func connectHazelcastWith(ctx context.Context, cfg hazelcast.Config) (*hazelcast.Client, error) {
+	addr := strings.Join(cfg.Cluster.Network.Addresses, ",")
 	client, err := hazelcast.StartNewClientWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("hazelcast client connect to %s: %w", addr, err)
@@ -218,7 +233,7 @@ func connectHazelcast(ctx context.Context, addr string) (*hazelcast.Client, erro
 }
 
 // HazelcastFront stands in front of a test member, as its host would: the
-// tests' clients dial [HazelcastFront.Addr], a [Proxy] in the test process
+// tests' clients dial [HazelcastFront.Addr], a [containerfaults.Proxy] in the test process
 // to the member's published port, and [HazelcastFront.Stop],
 // [HazelcastFront.Start] and [HazelcastFront.Restart] take the member down
 // and bring it back with that address refusing connections all along, until
@@ -245,11 +260,11 @@ func connectHazelcast(ctx context.Context, addr string) (*hazelcast.Client, erro
 // member is down and starting, and the first connection accepted is one the
 // member answers. The member's readiness is probed on its published port
 // directly ([Server.Start] waits for [PingHazelcast]), never through the
-// front. Pause and Unpause of the member need no front: a paused member's
+// front. Pause and Resume of the member need no front: a paused member's
 // connections stay open and silent either way.
 type HazelcastFront struct {
 	srv   *Server
-	proxy *Proxy
+	proxy *containerfaults.Proxy
 }
 
 // NewHazelcastFront starts a front for the member srv; it is closed when
@@ -270,7 +285,7 @@ func StartHazelcastFront(srv *Server) (*HazelcastFront, error) {
 	if !srv.Faults() {
 		return nil, errors.New("testserver: a Hazelcast front needs a member in a container")
 	}
-	p, err := StartRefusableProxy(srv.Addr())
+	p, err := containerfaults.StartRefusableProxy(srv.Addr())
 	if err != nil {
 		return nil, err
 	}

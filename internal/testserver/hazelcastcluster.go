@@ -2,23 +2,15 @@ package testserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/netip"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/hazelcast/hazelcast-go-client"
 	"github.com/hazelcast/hazelcast-go-client/cluster"
-	"github.com/hazelcast/hazelcast-go-client/logger"
 	"github.com/hazelcast/hazelcast-go-client/types"
 	"github.com/moby/moby/api/types/container"
-	dockernet "github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 )
@@ -54,40 +46,17 @@ var HazelcastClusterProps = []string{
 // StartHazelcastCluster starts n members that join each other and waits
 // until each of them sees all n.
 func StartHazelcastCluster(ctx context.Context, n int) (*HazelcastClusterOf, error) {
-	setTestcontainersDefaults()
-	cli, err := dockerClient(ctx)
+	nw, err := clusterNetwork(ctx, HazelcastImage(), hazelcastClusterLabel, hazelcastClusterLabel)
 	if err != nil {
 		return nil, err
 	}
-	image := HazelcastImage()
-	if _, err := cli.ImageInspect(ctx, image); err != nil {
-		_ = cli.Close()
-		return nil, fmt.Errorf("%w: %s: %v", ErrNoImage, image, err)
-	}
-	removeOrphans(ctx, cli)
-	removeOrphanNetworks(ctx, cli, hazelcastClusterLabel)
-	_ = cli.Close()
-	host, _ := os.Hostname()
-	nw, err := network.New(ctx, network.WithLabels(map[string]string{
-		labelName:      hazelcastClusterLabel,
-		labelOwnerPID:  strconv.Itoa(os.Getpid()),
-		labelOwnerHost: host,
-	}))
-	if err != nil {
-		return nil, fmt.Errorf("testserver: hazelcast cluster network: %w", err)
-	}
-	c := &HazelcastClusterOf{network: nw, Members: make([]*Server, n)}
+	c := &HazelcastClusterOf{network: nw}
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("hz%d", i+1)
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() { c.Members[i], errs[i] = startHazelcastMember(ctx, nw, names, i) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	c.Members, err = startEach(n, func(i int) (*Server, error) { return startHazelcastMember(ctx, nw, names, i) })
+	if err != nil {
 		_ = c.Terminate(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -112,59 +81,22 @@ func startHazelcastMember(ctx context.Context, nw *testcontainers.DockerNetwork,
 		"HZ_MEMBERS": strings.Join(names, ","),
 		"HZ_PROPS":   strings.Join(HazelcastClusterProps, " "),
 	}
-	cli, err := dockerClient(ctx)
-	if err != nil {
-		return nil, err
-	}
-	port, _ := dockernet.ParsePort(spec.Port)
-	hostPort, err := freePort()
-	if err != nil {
-		_ = cli.Close()
-		return nil, err
-	}
-	host, _ := os.Hostname()
-	ctr, err := testcontainers.Run(ctx, spec.Image,
-		testcontainers.WithName(fmt.Sprintf("dlock-test-%s-%d", spec.Name, hostPort)),
-		testcontainers.WithExposedPorts(spec.Port),
-		testcontainers.WithEnv(spec.Env),
-		testcontainers.WithLabels(map[string]string{
-			labelName:      spec.Name,
-			labelOwnerPID:  strconv.Itoa(os.Getpid()),
-			labelOwnerHost: host,
-		}),
+	s, err := startAt(ctx, func(int) Spec { return spec },
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.PortBindings = dockernet.PortMap{port: {{
-				HostIP:   netip.MustParseAddr("127.0.0.1"),
-				HostPort: strconv.Itoa(hostPort),
-			}}}
 			hc.CapAdd = append(hc.CapAdd, "NET_ADMIN")
 		}),
-		network.WithNetwork([]string{names[i]}, nw),
-	)
+		network.WithNetwork([]string{names[i]}, nw))
 	if err != nil {
-		if ctr != nil {
-			_ = ctr.Terminate(context.WithoutCancel(ctx))
-		}
-		_ = cli.Close()
-		return nil, fmt.Errorf("testserver: start %s: %w", spec.Name, err)
+		return nil, err
 	}
-	s := &Server{spec: spec, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort)), ctr: ctr, cli: cli}
-	if err := s.waitReady(ctx); err != nil {
-		err = fmt.Errorf("%w%s", err, s.logTail(ctx))
-		_ = s.Terminate(context.WithoutCancel(ctx))
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
 // Addrs returns the members' addresses on the host, in order.
-func (c *HazelcastClusterOf) Addrs() []string {
-	addrs := make([]string, len(c.Members))
-	for i, s := range c.Members {
-		addrs[i] = s.Addr()
-	}
-	return addrs
-}
+func (c *HazelcastClusterOf) Addrs() []string { return addrsOf(c.Members) }
 
 // WaitMembers waits until member i sees a cluster of n members (itself
 // included), as a new client of it learns from it, or ctx ends.
@@ -196,22 +128,15 @@ func (c *HazelcastClusterOf) WaitMembers(ctx context.Context, i, n int) error {
 func HazelcastMemberCount(ctx context.Context, addr string) (int, error) {
 	var mu sync.Mutex
 	members := map[types.UUID]bool{}
-	cfg := hazelcast.NewConfig()
-	cfg.Cluster.Name = HazelcastCluster
-	cfg.Cluster.Unisocket = true
-	cfg.Cluster.Network.SetAddresses(addr)
-	cfg.Logger.Level = logger.OffLevel
-	if deadline, ok := ctx.Deadline(); ok {
-		cfg.Cluster.ConnectionStrategy.Timeout = types.Duration(max(time.Until(deadline), time.Millisecond))
-	}
+	cfg := hazelcastProbeConfig(ctx, addr)
 	cfg.AddMembershipListener(func(e cluster.MembershipStateChanged) {
 		mu.Lock()
 		defer mu.Unlock()
 		members[e.Member.UUID] = e.State == cluster.MembershipStateAdded
 	})
-	client, err := hazelcast.StartNewClientWithConfig(ctx, cfg)
+	client, err := connectHazelcastWith(ctx, cfg)
 	if err != nil {
-		return 0, fmt.Errorf("hazelcast client connect to %s: %w", addr, err)
+		return 0, err
 	}
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -264,14 +189,5 @@ func (c *HazelcastClusterOf) exec(ctx context.Context, i int, script string) err
 
 // Terminate removes every member and the network.
 func (c *HazelcastClusterOf) Terminate(ctx context.Context) error {
-	var errs []error
-	for _, s := range c.Members {
-		if s != nil {
-			errs = append(errs, s.Terminate(ctx))
-		}
-	}
-	if c.network != nil {
-		errs = append(errs, c.network.Remove(ctx))
-	}
-	return errors.Join(errs...)
+	return terminateAll(ctx, c.Members, c.network)
 }

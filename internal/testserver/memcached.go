@@ -2,7 +2,6 @@ package testserver
 
 import (
 	"context"
-	"os"
 	"strings"
 )
 
@@ -46,14 +45,7 @@ func StartMemcached(ctx context.Context, args ...string) (*Server, error) {
 // named by DLOCK_TEST_MEMCACHED_URL when it is set (Server nil), else a new
 // container with URL "memcache://127.0.0.1:PORT". Its signature fits [Main].
 func MemcachedTarget(ctx context.Context) (Target, error) {
-	if url := os.Getenv(EnvMemcachedURL); url != "" {
-		return Target{URL: url}, nil
-	}
-	srv, err := StartMemcached(ctx)
-	if err != nil {
-		return Target{}, err
-	}
-	return Target{URL: "memcache://" + srv.Addr(), Server: srv}, nil
+	return target(ctx, EnvMemcachedURL, func(ctx context.Context) (*Server, error) { return StartMemcached(ctx) }, func(addr string) string { return "memcache://" + addr })
 }
 
 // PingMemcached sends "version" over memcached's text protocol to the server

@@ -79,14 +79,7 @@ func StartPostgres(ctx context.Context) (*Server, error) {
 // named by DLOCK_TEST_POSTGRES_URL when it is set (Server nil), else a new
 // container, with the URL of its test database. Its signature fits [Main].
 func PostgresTarget(ctx context.Context) (Target, error) {
-	if url := os.Getenv(EnvPostgresURL); url != "" {
-		return Target{URL: url}, nil
-	}
-	srv, err := StartPostgres(ctx)
-	if err != nil {
-		return Target{}, err
-	}
-	return Target{URL: PostgresURL(srv.Addr()), Server: srv}, nil
+	return target(ctx, EnvPostgresURL, StartPostgres, PostgresURL)
 }
 
 // PgBouncerTarget returns a PgBouncer in front of a PostgreSQL server, in

@@ -2,7 +2,6 @@ package testserver
 
 import (
 	"context"
-	"os"
 )
 
 // RedisImage is the image testenv/setup builds from testenv/images/redis.
@@ -33,14 +32,7 @@ func StartRedis(ctx context.Context) (*Server, error) {
 // DLOCK_TEST_REDIS_URL when it is set (Server nil), else a new container with
 // URL "redis://127.0.0.1:PORT/0". Its signature fits [Main].
 func RedisTarget(ctx context.Context) (Target, error) {
-	if url := os.Getenv(EnvRedisURL); url != "" {
-		return Target{URL: url}, nil
-	}
-	srv, err := StartRedis(ctx)
-	if err != nil {
-		return Target{}, err
-	}
-	return Target{URL: "redis://" + srv.Addr() + "/0", Server: srv}, nil
+	return target(ctx, EnvRedisURL, StartRedis, func(addr string) string { return "redis://" + addr + "/0" })
 }
 
 // PingRedis sends PING over RESP to the Redis server at addr and expects

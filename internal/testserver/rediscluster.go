@@ -3,20 +3,20 @@ package testserver
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
 	tcexec "github.com/testcontainers/testcontainers-go/exec"
+
+	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/conformance/containerfaults"
 )
 
 // RedisCluster is a Redis Cluster of masters without replicas, one container
@@ -45,14 +45,10 @@ func StartRedisCluster(ctx context.Context, n int) (*RedisCluster, error) {
 	// when it reports cluster_state:ok, so that Start returns once a
 	// restarted node serves its slots again.
 	formed := new(atomic.Bool)
-	c := &RedisCluster{Nodes: make([]*Server, n)}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { c.Nodes[i], errs[i] = startClusterNode(ctx, i, formed) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	c := &RedisCluster{}
+	var err error
+	c.Nodes, err = startEach(n, func(i int) (*Server, error) { return startClusterNode(ctx, i, formed) })
+	if err != nil {
 		_ = c.Terminate(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -69,11 +65,7 @@ func StartRedisCluster(ctx context.Context, n int) (*RedisCluster, error) {
 		return nil, fmt.Errorf("testserver: redis-cli --cluster create: %w", err)
 	}
 	formed.Store(true)
-	for i, s := range c.Nodes {
-		wg.Go(func() { errs[i] = s.waitReady(ctx) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := c.Each(ctx, (*Server).waitReady); err != nil {
 		_ = c.Terminate(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -85,23 +77,17 @@ func StartRedisCluster(ctx context.Context, n int) (*RedisCluster, error) {
 // another process takes one meanwhile, the server fails to bind and the
 // start is retried on new ports.
 func startClusterNode(ctx context.Context, i int, formed *atomic.Bool) (*Server, error) {
-	cli, err := dockerClient(ctx)
-	if err != nil {
+	if err := prepare(ctx, RedisImage); err != nil {
 		return nil, err
 	}
-	if _, err := cli.ImageInspect(ctx, RedisImage); err != nil {
-		_ = cli.Close()
-		return nil, fmt.Errorf("%w: %s: %v", ErrNoImage, RedisImage, err)
-	}
-	removeOrphans(ctx, cli)
 	var lastErr error
 	for range 3 {
-		port, err := freePort()
+		port, err := containerfaults.FreePort()
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		bus, err := freePort()
+		bus, err := containerfaults.FreePort()
 		if err != nil || bus == port {
 			lastErr = fmt.Errorf("find a free bus port: %v", err)
 			continue
@@ -127,29 +113,25 @@ func startClusterNode(ctx context.Context, i int, formed *atomic.Bool) (*Server,
 			lastErr = err
 			continue
 		}
-		s := &Server{spec: spec, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), ctr: ctr, cli: cli}
-		if err := s.waitReady(ctx); err != nil {
-			lastErr = fmt.Errorf("%w%s", err, s.logTail(ctx))
-			_ = ctr.Terminate(context.WithoutCancel(ctx))
+		s, err := newServer(ctx, spec, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), ctr)
+		if err == nil {
+			err = s.ready(ctx)
+		}
+		if err != nil {
+			lastErr = err
 			continue
 		}
 		return s, nil
 	}
-	_ = cli.Close()
 	return nil, fmt.Errorf("testserver: start redis cluster node %d: %w", i, lastErr)
 }
 
 // runHostNetwork runs spec's container on the host's network, labelled as
 // Start labels its containers, so that orphans are removed the same way.
 func runHostNetwork(ctx context.Context, spec Spec, port int) (*testcontainers.DockerContainer, error) {
-	host, _ := os.Hostname()
 	ctr, err := testcontainers.Run(ctx, spec.Image,
 		testcontainers.WithName(fmt.Sprintf("dlock-test-%s-%d", spec.Name, port)),
-		testcontainers.WithLabels(map[string]string{
-			labelName:      spec.Name,
-			labelOwnerPID:  strconv.Itoa(os.Getpid()),
-			labelOwnerHost: host,
-		}),
+		withOwnerLabels(spec.Name),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.NetworkMode = "host" }),
 		testcontainers.WithCmd(spec.Cmd...),
 	)
@@ -203,15 +185,7 @@ func clusterStateOK(ctx context.Context, addr string) error {
 }
 
 // Addrs returns the nodes' addresses, "127.0.0.1:PORT", in order.
-func (c *RedisCluster) Addrs() []string {
-	addrs := make([]string, 0, len(c.Nodes))
-	for _, s := range c.Nodes {
-		if s != nil {
-			addrs = append(addrs, s.Addr())
-		}
-	}
-	return addrs
-}
+func (c *RedisCluster) Addrs() []string { return addrsOf(c.Nodes) }
 
 // URL returns the dlock URL of the cluster, "redis+cluster://ADDR,ADDR,...".
 func (c *RedisCluster) URL() string {
@@ -220,16 +194,13 @@ func (c *RedisCluster) URL() string {
 
 // Each runs f on every node at once and joins the errors.
 func (c *RedisCluster) Each(ctx context.Context, f func(*Server, context.Context) error) error {
-	errs := make([]error, len(c.Nodes))
-	var wg sync.WaitGroup
-	for i, s := range c.Nodes {
-		if s != nil {
-			wg.Go(func() { errs[i] = f(s, ctx) })
-		}
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return eachServer(ctx, c.Nodes, f)
 }
+
+// FaultHooks returns the hooks of the whole backend, every server at once,
+// for a conformance Harness: Pause and Resume act on all of them, Restart
+// stops them all, then starts them all.
+func (c *RedisCluster) FaultHooks() *conformance.Faults { return eachFaults(c.Each) }
 
 // Terminate removes every node. A nil cluster is a no-op.
 func (c *RedisCluster) Terminate(ctx context.Context) error {

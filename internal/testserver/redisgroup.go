@@ -2,10 +2,10 @@ package testserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
+
+	"github.com/dlock-go/dlock/conformance"
 )
 
 // RedisGroup is a set of independent Redis servers, one container each, that
@@ -23,24 +23,18 @@ func StartRedisGroup(ctx context.Context, n int) (*RedisGroup, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("testserver: a group of %d Redis servers", n)
 	}
-	servers := make([]*Server, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			spec := RedisSpec()
-			spec.Name = fmt.Sprintf("redis-group%d", i)
-			servers[i], errs[i] = Start(ctx, spec)
-		})
-	}
-	wg.Wait()
+	servers, err := startEach(n, func(i int) (*Server, error) {
+		spec := RedisSpec()
+		spec.Name = fmt.Sprintf("redis-group%d", i)
+		return Start(ctx, spec)
+	})
 	g := &RedisGroup{}
 	for _, s := range servers {
 		if s != nil {
 			g.Servers = append(g.Servers, s)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		_ = g.Terminate(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -48,13 +42,7 @@ func StartRedisGroup(ctx context.Context, n int) (*RedisGroup, error) {
 }
 
 // Addrs returns the servers' addresses, "127.0.0.1:PORT", in order.
-func (g *RedisGroup) Addrs() []string {
-	addrs := make([]string, len(g.Servers))
-	for i, s := range g.Servers {
-		addrs[i] = s.Addr()
-	}
-	return addrs
-}
+func (g *RedisGroup) Addrs() []string { return addrsOf(g.Servers) }
 
 // RedLockURL returns the dlock URL of the group as RedLock masters,
 // "redlock://ADDR,ADDR,.../0".
@@ -65,14 +53,13 @@ func (g *RedisGroup) RedLockURL() string {
 // Each runs f on every server at once (Pause, Stop, Start, ...) and joins
 // the errors.
 func (g *RedisGroup) Each(ctx context.Context, f func(*Server, context.Context) error) error {
-	errs := make([]error, len(g.Servers))
-	var wg sync.WaitGroup
-	for i, s := range g.Servers {
-		wg.Go(func() { errs[i] = f(s, ctx) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return eachServer(ctx, g.Servers, f)
 }
+
+// FaultHooks returns the hooks of the whole backend, every server at once,
+// for a conformance Harness: Pause and Resume act on all of them, Restart
+// stops them all, then starts them all.
+func (g *RedisGroup) FaultHooks() *conformance.Faults { return eachFaults(g.Each) }
 
 // Terminate removes every server of the group. A nil group is a no-op.
 func (g *RedisGroup) Terminate(ctx context.Context) error {

@@ -2,6 +2,9 @@
 // one Docker container per test package, and gives tests fault hooks on it:
 // pause (the server freezes and connections hang), stop (the server is gone
 // and its port refuses connections) and start again on the same address.
+// The fault hooks are those of package containerfaults, which drivers outside
+// this repository use too; [Target.FaultHooks] gives them to the conformance
+// suite.
 //
 // The images are built locally by testenv/setup (there is no registry to pull
 // from), so run `bash testenv/setup` once before the tests.
@@ -21,7 +24,7 @@
 //	func TestServerFreezes(t *testing.T) {
 //		redis.NeedFaults(t) // skips against an external server (DLOCK_TEST_REDIS_URL)
 //		if err := redis.Server.Pause(ctx); err != nil { t.Fatal(err) }
-//		defer redis.Server.Unpause(ctx)
+//		defer redis.Server.Resume(ctx)
 //		...
 //	}
 //
@@ -42,9 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
-	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -55,10 +56,13 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
+	tcnetwork "github.com/testcontainers/testcontainers-go/network"
+
+	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/conformance/containerfaults"
 )
 
 // ErrNoDocker is wrapped by the error [Start] returns when no Docker engine
@@ -79,11 +83,6 @@ const EnvRequire = "DLOCK_REQUIRE_CONTAINERS"
 // (DLOCK_REQUIRE_CONTAINERS=1, as `make test` sets it). Then a missing Docker
 // engine is an error, not a reason to skip.
 func Require() bool { return os.Getenv(EnvRequire) == "1" }
-
-// DefaultReadyTimeout bounds how long [Start] and [Server.Start] wait for
-// Spec.Ready to succeed when Spec.ReadyTimeout is zero. It is generous because
-// a cold container on a loaded 2-core CI machine can take seconds.
-const DefaultReadyTimeout = 60 * time.Second
 
 // Labels put on every container this package starts. The owner labels let a
 // later [Start] find and remove containers whose test process has died.
@@ -110,19 +109,44 @@ type Spec struct {
 	// proxy accepts connections before the server inside listens. It is called
 	// in a loop, each call bounded by a short context deadline.
 	Ready func(ctx context.Context, addr string) error
-	// ReadyTimeout bounds the wait for Ready; zero means DefaultReadyTimeout.
+	// ReadyTimeout bounds the wait for Ready; zero means
+	// containerfaults.DefaultReadyTimeout.
 	ReadyTimeout time.Duration
 }
 
-// Server is a running server container that tests may inject faults into.
+// Server is a running server container that tests may inject faults into:
+// the fault hooks of a [containerfaults.Container] (Pause, Resume, Stop,
+// Start, Restart), with Spec.Ready as their readiness check.
 // Its methods are safe for concurrent use; fault operations are serialised.
 type Server struct {
-	spec Spec
-	addr string
-	ctr  *testcontainers.DockerContainer
-	cli  *testcontainers.DockerClient
+	spec   Spec
+	addr   string
+	ctr    *testcontainers.DockerContainer
+	faults *containerfaults.Container
+}
 
-	mu sync.Mutex // serialises Pause/Unpause/Stop/Start/Terminate
+// newServer returns the Server of ctr, a started container of spec whose
+// port is published on addr, without waiting for it to be ready. The
+// container is terminated when this fails.
+func newServer(ctx context.Context, spec Spec, addr string, ctr *testcontainers.DockerContainer) (*Server, error) {
+	c, err := containerfaults.New(ctx, ctr, func(ctx context.Context) error { return spec.Ready(ctx, addr) })
+	if err != nil {
+		_ = ctr.Terminate(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("testserver: %s: %w", spec.Name, err)
+	}
+	c.ReadyTimeout = spec.ReadyTimeout
+	return &Server{spec: spec, addr: addr, ctr: ctr, faults: c}, nil
+}
+
+// ready waits until s is ready; when it is not, it terminates s and returns
+// why, with the end of the container's log.
+func (s *Server) ready(ctx context.Context) error {
+	if err := s.waitReady(ctx); err != nil {
+		err = fmt.Errorf("%w%s", err, s.logTail(ctx))
+		_ = s.Terminate(context.WithoutCancel(ctx))
+		return err
+	}
+	return nil
 }
 
 // The defaults are set when the package loads, so that every path into
@@ -154,55 +178,85 @@ func Start(ctx context.Context, spec Spec) (*Server, error) {
 	if spec.Name == "" || spec.Image == "" || spec.Port == "" || spec.Ready == nil {
 		return nil, errors.New("testserver: Spec needs Name, Image, Port and Ready")
 	}
-	port, err := network.ParsePort(spec.Port)
-	if err != nil {
+	if _, err := network.ParsePort(spec.Port); err != nil {
 		return nil, fmt.Errorf("testserver: bad Spec.Port %q: %w", spec.Port, err)
 	}
-	setTestcontainersDefaults()
-
-	cli, err := dockerClient(ctx)
+	if err := prepare(ctx, spec.Image); err != nil {
+		return nil, err
+	}
+	s, err := startAt(ctx, func(int) Spec { return spec })
 	if err != nil {
 		return nil, err
 	}
-	if _, err := cli.ImageInspect(ctx, spec.Image); err != nil {
-		_ = cli.Close()
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// prepare checks that a Docker engine answers and that image is present, and
+// removes containers of dead test processes, then the networks they made
+// for clusters named as orphanNetworks says ([removeOrphanNetworks]).
+func prepare(ctx context.Context, image string, orphanNetworks ...string) error {
+	setTestcontainersDefaults()
+	cli, err := dockerClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	if _, err := cli.ImageInspect(ctx, image); err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: %s", ErrNoImage, spec.Image)
+			return fmt.Errorf("%w: %s", ErrNoImage, image)
 		}
-		return nil, fmt.Errorf("testserver: inspect image %s: %w", spec.Image, err)
+		return fmt.Errorf("testserver: inspect image %s: %w", image, err)
 	}
 	removeOrphans(ctx, cli)
+	for _, name := range orphanNetworks {
+		removeOrphanNetworks(ctx, cli, name)
+	}
+	return nil
+}
 
-	// The free port is found by binding :0 and releasing it, so another
-	// process can take it before Docker binds it; retry with a new one then.
+// clusterNetwork prepares the start of a cluster of image's containers
+// ([prepare], with the orphan networks named orphans) and makes the Docker
+// network of its own where the members reach each other by name, labelled
+// name as this process's.
+func clusterNetwork(ctx context.Context, image, name, orphans string) (*testcontainers.DockerNetwork, error) {
+	if err := prepare(ctx, image, orphans); err != nil {
+		return nil, err
+	}
+	nw, err := tcnetwork.New(ctx, tcnetwork.WithLabels(ownerLabels(name)))
+	if err != nil {
+		return nil, fmt.Errorf("testserver: create a network for the %s: %w", name, err)
+	}
+	return nw, nil
+}
+
+// startAt starts the container that spec(hostPort) describes, its port
+// published on a free hostPort of 127.0.0.1 picked first (spec may put it in
+// the server's command, as a member that advertises it does), without
+// waiting for readiness. The port is found free by binding and releasing
+// it, so another process can take it before Docker binds it: the start is
+// retried with a new one then.
+func startAt(ctx context.Context, spec func(hostPort int) Spec, extra ...testcontainers.ContainerCustomizer) (*Server, error) {
+	var s Spec
 	var ctr *testcontainers.DockerContainer
 	var hostPort int
+	var err error
 	for attempt := 1; ; attempt++ {
-		hostPort, err = freePort()
+		hostPort, err = containerfaults.FreePort()
 		if err == nil {
-			ctr, err = run(ctx, spec, port, hostPort)
+			s = spec(hostPort)
+			ctr, err = run(ctx, s, hostPort, extra...)
 		}
 		if err == nil || attempt == 3 || !isPortConflict(err) {
 			break
 		}
 	}
 	if err != nil {
-		_ = cli.Close()
-		return nil, fmt.Errorf("testserver: start %s: %w", spec.Name, err)
+		return nil, fmt.Errorf("testserver: start %s: %w", s.Name, err)
 	}
-
-	s := &Server{
-		spec: spec,
-		addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort)),
-		ctr:  ctr,
-		cli:  cli,
-	}
-	if err := s.waitReady(ctx); err != nil {
-		err = fmt.Errorf("%w%s", err, s.logTail(ctx))
-		_ = s.Terminate(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	return s, nil
+	return newServer(ctx, s, net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort)), ctr)
 }
 
 // dockerClient returns a client of the engine testcontainers would use, or
@@ -222,24 +276,14 @@ func dockerClient(ctx context.Context) (*testcontainers.DockerClient, error) {
 	return cli, nil
 }
 
-func run(ctx context.Context, spec Spec, port network.Port, hostPort int) (*testcontainers.DockerContainer, error) {
-	host, _ := os.Hostname()
+// run runs spec's container, named and labelled as this package's, its port
+// published on hostPort of 127.0.0.1 for every start ([containerfaults.PublishOn]),
+// with the extra customizers (a network, capabilities) last.
+func run(ctx context.Context, spec Spec, hostPort int, extra ...testcontainers.ContainerCustomizer) (*testcontainers.DockerContainer, error) {
 	opts := []testcontainers.ContainerCustomizer{
 		testcontainers.WithName(fmt.Sprintf("dlock-test-%s-%d", spec.Name, hostPort)),
-		testcontainers.WithExposedPorts(spec.Port),
-		testcontainers.WithLabels(map[string]string{
-			labelName:      spec.Name,
-			labelOwnerPID:  strconv.Itoa(os.Getpid()),
-			labelOwnerHost: host,
-		}),
-		// testcontainers keeps bindings given here for exposed ports; without
-		// one Docker picks a random host port, and a new one on every restart.
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.PortBindings = network.PortMap{port: {{
-				HostIP:   netip.MustParseAddr("127.0.0.1"),
-				HostPort: strconv.Itoa(hostPort),
-			}}}
-		}),
+		withOwnerLabels(spec.Name),
+		containerfaults.PublishOn(spec.Port, hostPort),
 	}
 	if len(spec.Cmd) > 0 {
 		opts = append(opts, testcontainers.WithCmd(spec.Cmd...))
@@ -247,6 +291,7 @@ func run(ctx context.Context, spec Spec, port network.Port, hostPort int) (*test
 	if len(spec.Env) > 0 {
 		opts = append(opts, testcontainers.WithEnv(spec.Env))
 	}
+	opts = append(opts, extra...)
 	ctr, err := testcontainers.Run(ctx, spec.Image, opts...)
 	if err != nil {
 		if ctr != nil { // created but not started: do not leave it behind
@@ -257,22 +302,21 @@ func run(ctx context.Context, spec Spec, port network.Port, hostPort int) (*test
 	return ctr, nil
 }
 
-// freePort picks a free port below Linux's ephemeral range (32768-60999),
-// so that no outgoing connection can take it while the container is stopped
-// between Stop and Start.
-func freePort() (int, error) {
-	var lastErr error
-	for range 50 {
-		port := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		_ = l.Close()
-		return port, nil
+// withOwnerLabels labels a container (or network) of this package's, named
+// name, with the process that owns it, so that a later [Start] can remove
+// what a dead test process left behind.
+func withOwnerLabels(name string) testcontainers.CustomizeRequestOption {
+	return testcontainers.WithLabels(ownerLabels(name))
+}
+
+// ownerLabels are the labels of withOwnerLabels.
+func ownerLabels(name string) map[string]string {
+	host, _ := os.Hostname()
+	return map[string]string{
+		labelName:      name,
+		labelOwnerPID:  strconv.Itoa(os.Getpid()),
+		labelOwnerHost: host,
 	}
-	return 0, fmt.Errorf("find a free port: %w", lastErr)
 }
 
 func isPortConflict(err error) bool {
@@ -329,74 +373,52 @@ func (s *Server) Name() string { return s.spec.Name }
 // package runs, false for a nil *Server (an external server, see [Target]).
 func (s *Server) Faults() bool { return s != nil && s.ctr != nil }
 
-// Pause freezes every process of the container (docker pause). The port
-// still accepts TCP connections, but nothing is answered: requests hang until
-// their deadline, as with a server stalled by GC, swap or a network partition.
-//
-// On a loaded machine the kernel's cgroup freezer may not stop every
-// process within runc's own time limit; runc then thaws the container and
-// the engine answers "unable to freeze". The container is running as before,
-// so Pause asks again, for up to 30 s or until ctx ends: the fault is the
-// test's tool, not what it tests.
-func (s *Server) Pause(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		_, err := s.cli.ContainerPause(ctx, s.ctr.GetContainerID(), client.ContainerPauseOptions{})
-		if err == nil {
-			return nil
-		}
-		if !strings.Contains(err.Error(), "unable to freeze") || ctx.Err() != nil {
-			return fmt.Errorf("testserver: pause %s: %w", s.spec.Name, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("testserver: pause %s: %w", s.spec.Name, err)
-		case <-time.After(50 * time.Millisecond): // let the load pass
-		}
+// FaultHooks returns the fault hooks of s as the conformance suite takes
+// them (pause, resume, restart), or nil for a nil *Server (an external
+// server), so that the suite skips its fault cases.
+func (s *Server) FaultHooks() *conformance.Faults {
+	if !s.Faults() {
+		return nil
 	}
+	return s.faults.Faults()
 }
 
-// Unpause resumes a container frozen by [Server.Pause]. Connections opened
+// Pause freezes every process of the container
+// ([containerfaults.Container.Pause]): the port still accepts TCP
+// connections, but nothing is answered.
+func (s *Server) Pause(ctx context.Context) error { return s.named(s.faults.Pause(ctx)) }
+
+// Resume thaws a container frozen by [Server.Pause]. Connections opened
 // meanwhile, and the requests on them, go on where they stopped.
-func (s *Server) Unpause(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := s.cli.ContainerUnpause(ctx, s.ctr.GetContainerID(), client.ContainerUnpauseOptions{}); err != nil {
-		return fmt.Errorf("testserver: unpause %s: %w", s.spec.Name, err)
-	}
-	return nil
-}
-
-// stopTimeout is how long Stop lets the server shut down on SIGTERM before
-// Docker kills it.
-const stopTimeout = 10 * time.Second
+func (s *Server) Resume(ctx context.Context) error { return s.named(s.faults.Resume(ctx)) }
 
 // Stop stops the container: the server process exits, its connections are
 // closed and its port refuses new ones. Servers run without persistence, so
 // their data is gone too. [Server.Start] brings it back on the same address.
-func (s *Server) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	timeout := stopTimeout
-	if err := s.ctr.Stop(ctx, &timeout); err != nil {
-		return fmt.Errorf("testserver: stop %s: %w", s.spec.Name, err)
-	}
-	return nil
-}
+func (s *Server) Stop(ctx context.Context) error { return s.named(s.faults.Stop(ctx)) }
 
 // Start starts a container stopped by [Server.Stop] again, with the same
 // address, and waits until Spec.Ready succeeds.
-func (s *Server) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.ctr.Start(ctx); err != nil {
-		return fmt.Errorf("testserver: start %s: %w", s.spec.Name, err)
+func (s *Server) Start(ctx context.Context) error { return s.named(s.faults.Start(ctx)) }
+
+// Restart is [Server.Stop], then [Server.Start].
+func (s *Server) Restart(ctx context.Context) error { return s.named(s.faults.Restart(ctx)) }
+
+// waitReady calls Spec.Ready until it succeeds or the ready timeout passes,
+// and then returns Ready's last error.
+func (s *Server) waitReady(ctx context.Context) error { return s.named(s.faults.WaitReady(ctx)) }
+
+// named says which server an error of the fault hooks is about.
+func (s *Server) named(err error) error {
+	if err == nil {
+		return nil
 	}
-	return s.waitReady(ctx)
+	return fmt.Errorf("testserver: %s at %s: %w", s.spec.Name, s.addr, err)
 }
+
+// stopTimeout is how long Terminate lets the server shut down on SIGTERM
+// before Docker kills it.
+const stopTimeout = 10 * time.Second
 
 // Terminate stops and removes the container. s must not be used afterwards.
 // A nil *Server is a no-op, so callers need not check for external servers.
@@ -404,48 +426,13 @@ func (s *Server) Terminate(ctx context.Context) error {
 	if s == nil || s.ctr == nil {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// Stopping a paused container fails on some engines; thaw it first.
-	if st, err := s.ctr.State(ctx); err == nil && st.Paused {
-		_, _ = s.cli.ContainerUnpause(ctx, s.ctr.GetContainerID(), client.ContainerUnpauseOptions{})
-	}
-	err := s.ctr.Terminate(ctx, testcontainers.StopTimeout(stopTimeout))
-	_ = s.cli.Close()
-	if err != nil {
+	// Closing the hooks thaws a paused container, which some engines
+	// cannot stop.
+	_ = s.faults.Close(ctx)
+	if err := s.ctr.Terminate(ctx, testcontainers.StopTimeout(stopTimeout)); err != nil {
 		return fmt.Errorf("testserver: terminate %s: %w", s.spec.Name, err)
 	}
 	return nil
-}
-
-// waitReady calls Spec.Ready until it succeeds or the ready timeout passes,
-// and then returns Ready's last error.
-func (s *Server) waitReady(ctx context.Context) error {
-	timeout := s.spec.ReadyTimeout
-	if timeout <= 0 {
-		timeout = DefaultReadyTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	start := time.Now()
-	delay := 10 * time.Millisecond
-	for {
-		attemptCtx, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
-		err := s.spec.Ready(attemptCtx, s.addr)
-		cancelAttempt()
-		if err == nil {
-			return nil
-		}
-		timer := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return fmt.Errorf("testserver: %s at %s not ready after %v: %w",
-				s.spec.Name, s.addr, time.Since(start).Round(time.Millisecond), err)
-		case <-timer.C:
-		}
-		delay = min(2*delay, 250*time.Millisecond)
-	}
 }
 
 // logTail returns the end of the container's log, to explain a failed start.
@@ -479,8 +466,26 @@ type Target struct {
 	missing string
 }
 
+// target is the Target of an XTarget function: the external server that the
+// environment variable env names, when it is set, else a new container that
+// start starts, whose URL url makes from its address.
+func target(ctx context.Context, env string, start func(context.Context) (*Server, error), url func(addr string) string) (Target, error) {
+	if u := os.Getenv(env); u != "" {
+		return Target{URL: u}, nil
+	}
+	srv, err := start(ctx)
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{URL: url(srv.Addr()), Server: srv}, nil
+}
+
 // Faults reports whether t.Server can be paused, stopped and restarted.
 func (t Target) Faults() bool { return t.Server.Faults() }
+
+// FaultHooks returns the fault hooks of t.Server for a conformance Harness,
+// or nil for an external server ([Server.FaultHooks]).
+func (t Target) FaultHooks() *conformance.Faults { return t.Server.FaultHooks() }
 
 // Close terminates the container, if any; an external server is left alone.
 func (t Target) Close(ctx context.Context) error { return t.Server.Terminate(ctx) }

@@ -82,10 +82,10 @@ func TestRedisFaultHooks(t *testing.T) {
 		}
 		return nil
 	})
-	if err := srv.Unpause(ctx); err != nil {
+	if err := srv.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "PING works after Unpause", 10*time.Second, func() error {
+	eventually(t, "PING works after Resume", 10*time.Second, func() error {
 		return ping(addr, time.Second)
 	})
 

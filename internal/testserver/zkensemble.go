@@ -2,17 +2,10 @@ package testserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/netip"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
 
-	"github.com/moby/moby/api/types/container"
-	dockernet "github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 )
@@ -33,41 +26,17 @@ const ensembleLabel = "zookeeper-ensemble"
 // StartZooKeeperEnsemble starts an ensemble of n members (3 makes a quorum of
 // 2) and waits until every member serves, as leader or follower.
 func StartZooKeeperEnsemble(ctx context.Context, n int) (*ZooKeeperEnsemble, error) {
-	setTestcontainersDefaults()
-	cli, err := dockerClient(ctx)
+	nw, err := clusterNetwork(ctx, ZooKeeperImage, ensembleLabel, ensembleLabel)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := cli.ImageInspect(ctx, ZooKeeperImage); err != nil {
-		_ = cli.Close()
-		return nil, fmt.Errorf("%w: %s: %v", ErrNoImage, ZooKeeperImage, err)
-	}
-	removeOrphans(ctx, cli)
-	removeOrphanNetworks(ctx, cli, ensembleLabel)
-	_ = cli.Close()
-	host, _ := os.Hostname()
-	nw, err := network.New(ctx, network.WithLabels(map[string]string{
-		labelName:      ensembleLabel,
-		labelOwnerPID:  strconv.Itoa(os.Getpid()),
-		labelOwnerHost: host,
-	}))
-	if err != nil {
-		return nil, fmt.Errorf("testserver: ensemble network: %w", err)
-	}
-	e := &ZooKeeperEnsemble{network: nw, Members: make([]*Server, n)}
+	e := &ZooKeeperEnsemble{network: nw}
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("zk%d", i+1)
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() {
-			e.Members[i], errs[i] = startMember(ctx, nw, names, i)
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	e.Members, err = startEach(n, func(i int) (*Server, error) { return startMember(ctx, nw, names, i) })
+	if err != nil {
 		_ = e.Terminate(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -92,47 +61,7 @@ func startMember(ctx context.Context, nw *testcontainers.DockerNetwork, names []
 		"ZK_ID":      strconv.Itoa(i + 1),
 		"ZK_SERVERS": strings.Join(names, ","),
 	}
-	cli, err := dockerClient(ctx)
-	if err != nil {
-		return nil, err
-	}
-	port, _ := dockernet.ParsePort(spec.Port)
-	hostPort, err := freePort()
-	if err != nil {
-		_ = cli.Close()
-		return nil, err
-	}
-	host, _ := os.Hostname()
-	ctr, err := testcontainers.Run(ctx, spec.Image,
-		testcontainers.WithName(fmt.Sprintf("dlock-test-%s-%d", spec.Name, hostPort)),
-		testcontainers.WithExposedPorts(spec.Port),
-		testcontainers.WithEnv(spec.Env),
-		testcontainers.WithLabels(map[string]string{
-			labelName:      spec.Name,
-			labelOwnerPID:  strconv.Itoa(os.Getpid()),
-			labelOwnerHost: host,
-		}),
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.PortBindings = dockernet.PortMap{port: {{
-				HostIP:   netip.MustParseAddr("127.0.0.1"),
-				HostPort: strconv.Itoa(hostPort),
-			}}}
-		}),
-		network.WithNetwork([]string{names[i]}, nw),
-	)
-	if err != nil {
-		if ctr != nil {
-			_ = ctr.Terminate(context.WithoutCancel(ctx))
-		}
-		_ = cli.Close()
-		return nil, fmt.Errorf("testserver: start %s: %w", spec.Name, err)
-	}
-	return &Server{
-		spec: spec,
-		addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort)),
-		ctr:  ctr,
-		cli:  cli,
-	}, nil
+	return startAt(ctx, func(int) Spec { return spec }, network.WithNetwork([]string{names[i]}, nw))
 }
 
 // Leader returns the index in Members of the member that reports itself
@@ -149,14 +78,5 @@ func (e *ZooKeeperEnsemble) Leader(ctx context.Context) int {
 
 // Terminate removes every member and the network.
 func (e *ZooKeeperEnsemble) Terminate(ctx context.Context) error {
-	var errs []error
-	for _, s := range e.Members {
-		if s != nil {
-			errs = append(errs, s.Terminate(ctx))
-		}
-	}
-	if e.network != nil {
-		errs = append(errs, e.network.Remove(ctx))
-	}
-	return errors.Join(errs...)
+	return terminateAll(ctx, e.Members, e.network)
 }

@@ -3,7 +3,6 @@ package testserver
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 )
 
@@ -46,14 +45,7 @@ func StartZooKeeper(ctx context.Context) (*Server, error) {
 // standalone container with URL "zk://127.0.0.1:PORT". Its signature fits
 // [Main].
 func ZooKeeperTarget(ctx context.Context) (Target, error) {
-	if url := os.Getenv(EnvZooKeeperURL); url != "" {
-		return Target{URL: url}, nil
-	}
-	srv, err := StartZooKeeper(ctx)
-	if err != nil {
-		return Target{}, err
-	}
-	return Target{URL: "zk://" + srv.Addr(), Server: srv}, nil
+	return target(ctx, EnvZooKeeperURL, StartZooKeeper, func(addr string) string { return "zk://" + addr })
 }
 
 // PingZooKeeper asks the ZooKeeper server at addr for its status with the

@@ -1,4 +1,4 @@
-package testserver
+package containerfaults
 
 import (
 	"bufio"

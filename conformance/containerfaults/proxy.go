@@ -1,4 +1,4 @@
-package testserver
+package containerfaults
 
 import (
 	"context"
@@ -73,7 +73,7 @@ func StartProxy(upstream string) (*Proxy, error) {
 
 // StartRefusableProxy is [StartProxy] for a proxy that will be refused and
 // reopened ([Proxy.Refuse], [Proxy.Reopen]): its port is below Linux's
-// ephemeral range (as a [Server]'s is), so that no outgoing connection
+// ephemeral range (as one [FreePort] picks for a container is), so that no outgoing connection
 // takes the address while nothing listens on it.
 func StartRefusableProxy(upstream string) (*Proxy, error) {
 	// The port is found by binding and releasing it, so another process
@@ -81,7 +81,7 @@ func StartRefusableProxy(upstream string) (*Proxy, error) {
 	var err error
 	for range 3 {
 		var port int
-		if port, err = freePort(); err != nil {
+		if port, err = FreePort(); err != nil {
 			continue
 		}
 		var p *Proxy
@@ -96,7 +96,7 @@ func startProxy(listen, upstream string) (*Proxy, error) {
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	tp := toxiproxy.NewProxy(server, "link-"+upstream, listen, upstream)
 	if err := tp.Start(); err != nil {
-		return nil, fmt.Errorf("testserver: proxy to %s: %w", upstream, err)
+		return nil, fmt.Errorf("containerfaults: proxy to %s: %w", upstream, err)
 	}
 	return &Proxy{proxy: tp, addr: tp.Listen}, nil
 }
@@ -107,17 +107,28 @@ func startProxy(listen, upstream string) (*Proxy, error) {
 func ProxyURL(rawURL string) (string, *Proxy, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return "", nil, fmt.Errorf("testserver: proxy for %q: %w", rawURL, err)
+		return "", nil, fmt.Errorf("containerfaults: proxy for %q: %w", rawURL, err)
 	}
-	if u.Host == "" || strings.Contains(u.Host, ",") {
-		return "", nil, fmt.Errorf("testserver: proxy for %q: the URL must name exactly one server", rawURL)
-	}
-	p, err := StartProxy(u.Host)
+	proxied, p, err := proxyFor(u)
 	if err != nil {
 		return "", nil, err
 	}
-	u.Host = p.Addr()
-	return u.String(), p, nil
+	return proxied.String(), p, nil
+}
+
+// proxyFor is [ProxyURL] for a parsed URL: it returns a copy of u with the
+// proxy's address in place of the server's.
+func proxyFor(u *url.URL) (*url.URL, *Proxy, error) {
+	if u.Host == "" || strings.Contains(u.Host, ",") {
+		return nil, nil, fmt.Errorf("containerfaults: proxy for %q: the URL must name exactly one server", u.Redacted())
+	}
+	p, err := StartProxy(u.Host)
+	if err != nil {
+		return nil, nil, err
+	}
+	proxied := *u
+	proxied.Host = p.Addr()
+	return &proxied, p, nil
 }
 
 // Addr is the address (host:port) clients dial to reach the server through
@@ -130,7 +141,7 @@ func (p *Proxy) Cut(context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return errors.New("testserver: Cut of a closed proxy")
+		return errors.New("containerfaults: Cut of a closed proxy")
 	}
 	if p.cut {
 		return nil
@@ -140,7 +151,7 @@ func (p *Proxy) Cut(context.Context) error {
 		spec := fmt.Sprintf(`{"name":%q,"type":"latency","stream":%q,"attributes":{"latency":%d}}`, name, stream, partitionMillis)
 		if _, err := p.proxy.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
 			p.restoreLocked()
-			return fmt.Errorf("testserver: cut %s: %w", name, err)
+			return fmt.Errorf("containerfaults: cut %s: %w", name, err)
 		}
 	}
 	p.cut = true
@@ -176,7 +187,7 @@ func (p *Proxy) Refuse() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return errors.New("testserver: Refuse of a closed proxy")
+		return errors.New("containerfaults: Refuse of a closed proxy")
 	}
 	if p.refused {
 		return nil
@@ -195,7 +206,7 @@ func (p *Proxy) Reopen() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return errors.New("testserver: Reopen of a closed proxy")
+		return errors.New("containerfaults: Reopen of a closed proxy")
 	}
 	if !p.refused {
 		return nil
@@ -206,7 +217,7 @@ func (p *Proxy) Reopen() error {
 		done <- p.proxy.Start()
 	}()
 	if err := <-done; err != nil {
-		return fmt.Errorf("testserver: reopen the proxy on %s: %w", p.addr, err)
+		return fmt.Errorf("containerfaults: reopen the proxy on %s: %w", p.addr, err)
 	}
 	p.refused = false
 	return nil
@@ -263,7 +274,7 @@ func (l *Link) proxy(ctx context.Context, addr string) (*Proxy, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return nil, errors.New("testserver: dial through a closed link")
+		return nil, errors.New("containerfaults: dial through a closed link")
 	}
 	if p := l.proxies[addr]; p != nil {
 		return p, nil
