@@ -79,3 +79,15 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+// A driver's error that says nothing of its kind is ErrUnavailable: Open's
+// errors are about the configuration or about reaching the backend.
+func TestOpenErrorsAreTyped(t *testing.T) {
+	refused := errors.New("connection refused")
+	scheme := "test-unavailable-" + strings.ToLower(rand.Text()[:8])
+	dlock.Register(scheme, func(context.Context, *url.URL) (driver.Driver, error) { return nil, refused })
+	_, err := dlock.Open(t.Context(), scheme+"://host")
+	if !errors.Is(err, dlock.ErrUnavailable) || !errors.Is(err, refused) {
+		t.Errorf("Open: %v, want ErrUnavailable wrapping the driver's error", err)
+	}
+}

@@ -33,10 +33,14 @@ func init() {
 	dlock.Register(Scheme, open)
 }
 
-// open is the dlock.OpenFunc of the scheme: it makes a clientv3 client from
-// u, checks that the cluster answers a linearizable read, and returns a
-// Driver that owns the client.
-func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
+// open is the dlock.OpenFunc of the URL scheme(s) this package registers.
+var open = urlparams.Opener(connect)
+
+// connect makes a clientv3 client from u, checks that the cluster answers a
+// linearizable read, and returns a Driver that owns the client. The client
+// dials lazily and retries in the background: the read, bounded by ctx, is
+// what tells a cluster that answers from an address where nothing does.
+func connect(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
 	cfg, o, err := parseURL(u)
 	if err != nil {
 		return nil, err

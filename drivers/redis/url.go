@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -31,9 +32,12 @@ func init() {
 	dlock.Register(SchemeTLS, open)
 }
 
-// open is the dlock.OpenFunc of both schemes: it makes a go-redis client from
-// u, checks that the server answers, and returns a Driver that owns it.
-func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
+// open is the dlock.OpenFunc of the URL scheme(s) this package registers.
+var open = urlparams.Opener(connect)
+
+// connect makes a go-redis client from u, checks that the server answers
+// (a PING bounded by ctx), and returns a Driver that owns it.
+func connect(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
 	opt, o, err := parseURL(u)
 	if err != nil {
 		return nil, err

@@ -27,6 +27,7 @@ type Driver struct {
 	acl   []zk.ACL
 
 	timeout atomic.Int64 // the session timeout, in nanoseconds
+	dialed  dialedConn   // the network connection of a Driver from Dial
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -235,6 +236,10 @@ func (d *Driver) Close() error {
 	d.bg.Wait()
 	if d.owned {
 		d.conn.Close()
+		// After the session's orderly close: a handshake still waiting
+		// for a silent server would keep the library's goroutine until
+		// its read deadline.
+		d.dialed.close()
 	}
 	return nil
 }
