@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
@@ -132,7 +131,7 @@ func parseURL(u *url.URL) (clientv3.Config, options, error) {
 	cfg.DialKeepAliveTime = 5 * time.Second
 	cfg.DialKeepAliveTimeout = 3 * time.Second
 	// A library must not write to the process's stderr; errors reach the
-	// caller through dlock's.
-	cfg.Logger = zap.NewNop()
+	// caller through dlock's, and the client's lines go to slog at Debug.
+	cfg.Logger = newLogger()
 	return cfg, o, nil
 }

@@ -214,7 +214,7 @@
 //	tls=BOOL                    TLS to the members, verified against the system's roots
 //	connect_timeout=DURATION    bounds Open's connecting (see dlock.DefaultConnectTimeout) and each connection attempt
 //	heartbeat_timeout=DURATION  how long a silent connection lasts (default 60s)
-//	log_level=LEVEL             the client library's log level (default error; off to trace)
+//	log_level=LEVEL             the client library's lines passed to log/slog, at Debug (default error; off to trace)
 //
 // Any other option is refused. Open starts a client and waits until it has
 // connected to the cluster, bounded by its context and the connect timeout

@@ -43,8 +43,9 @@ const (
 
 var params = []string{paramMap, paramWaitSlice, paramUnisocket, paramTLS, paramHeartbeatTimeout, paramLogLevel}
 
-// defaultLogLevel keeps the client library quiet but for errors: dlock
-// reports what matters to its caller through errors and lost leases.
+// defaultLogLevel passes the client library's errors, and nothing less, to
+// slog (at Debug: see log.go): dlock reports what matters to its caller
+// through errors and lost leases.
 const defaultLogLevel = logger.ErrorLevel
 
 var logLevels = []logger.Level{logger.OffLevel, logger.FatalLevel, logger.ErrorLevel, logger.WarnLevel, logger.InfoLevel, logger.DebugLevel, logger.TraceLevel}
@@ -67,6 +68,7 @@ func start(ctx context.Context, u *url.URL, timeout time.Duration) (driver.Drive
 	if timeout > 0 {
 		cfg.Cluster.Network.ConnectionTimeout = types.Duration(timeout)
 	}
+	cfg.Logger = newLogger(cfg.Logger.Level)
 	// Listen before the client starts, so that no lifecycle event is missed.
 	s := newSession()
 	cfg.AddLifecycleListener(s.onLifecycle)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/deadline"
+	"github.com/dlock-go/dlock/internal/liblog"
 )
 
 // Driver is a dlock driver over one ZooKeeper session; [Driver.Capabilities]
@@ -122,9 +123,9 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Driver, error
 	conn, _, err := zk.Connect(servers, o.sessionTTL,
 		zk.WithDialer(d.dialer()),
 		zk.WithEventCallback(d.onEvent),
-		// dlock reports failures through its own API; the library would
-		// print every reconnection.
-		zk.WithLogger(discard{}),
+		// dlock reports failures through its own API; the library's
+		// lines (every reconnection) go to slog at Debug.
+		zk.WithLogger(liblog.Printf("go-zookeeper")),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper: %w", err)
@@ -140,10 +141,6 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Driver, error
 	}
 	return d, nil
 }
-
-type discard struct{}
-
-func (discard) Printf(string, ...any) {}
 
 // begin starts the Driver's goroutines.
 func (d *Driver) begin() {
