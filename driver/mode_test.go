@@ -26,4 +26,3 @@ func TestModeText(t *testing.T) {
 		t.Errorf(`UnmarshalText("0"): no error`)
 	}
 }
-
