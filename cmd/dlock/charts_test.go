@@ -26,8 +26,8 @@ func TestChartScale(t *testing.T) {
 		reports []benchkit.Report
 		log     bool
 	}{
-		"wide":  {[]benchkit.Report{report("redis", 300 * time.Microsecond), report("redlock", 13 * time.Millisecond), report("none", 0)}, true},
-		"close": {[]benchkit.Report{report("redis", 300 * time.Microsecond), report("etcd", 900 * time.Microsecond)}, false},
+		"wide":  {[]benchkit.Report{report("redis", 300*time.Microsecond), report("redlock", 13*time.Millisecond), report("none", 0)}, true},
+		"close": {[]benchkit.Report{report("redis", 300*time.Microsecond), report("etcd", 900*time.Microsecond)}, false},
 	} {
 		p, err := latency.plot(tc.reports)
 		if err != nil {
