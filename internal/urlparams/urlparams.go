@@ -119,11 +119,13 @@ func Take(q url.Values, name string, aliases ...string) (v string, ok bool, err 
 
 // Unknown returns an error naming a parameter left in q, which holds what
 // the parser did not [Take], or nil when q is empty; known lists the
-// parameters the URL may have, for the message.
+// parameters the URL may have, for the message, which adds connect_timeout
+// (which [Connect] takes before the parser sees the URL).
 func Unknown(q url.Values, known ...string) error {
 	if len(q) == 0 {
 		return nil
 	}
+	known = append(slices.Clip(known), ConnectTimeoutParam)
 	names := slices.Sorted(maps.Keys(q))
 	return fmt.Errorf("unknown parameter %q (known: %s)", names[0], strings.Join(known, ", "))
 }
