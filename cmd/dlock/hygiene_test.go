@@ -1,42 +1,21 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/drivers/memory"
 	"github.com/dlock-go/dlock/internal/testkit"
 )
-
-// syncBuffer is a bytes.Buffer for a stderr that client libraries'
-// goroutines may still write to (through slog) while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // runWithin runs dlock in-process with args, which must end within 20 s:
 // generous for a command asked to give up after 1 s.
 func runWithin(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut testkit.Buffer
 	done := make(chan int, 1)
 	go func() { done <- run(t.Context(), args, &out, &errOut) }()
 	timer := time.NewTimer(20 * time.Second)
@@ -105,22 +84,11 @@ func TestOneErrorPrefix(t *testing.T) {
 
 // inspect --json names the mode rather than numbering it.
 func TestInspectJSON(t *testing.T) {
-	url := "mem://inspect-json"
-	c, err := dlock.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	m, err := c.Mutex("k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Unlock(context.Background()) }()
-	code, stdout, stderr := runWithin(t, "inspect", "--url", url, "--key", "k", "--json")
+	d := memory.New(memory.Named("inspect-json"))
+	t.Cleanup(func() { _ = d.Close() })
+	l := testkit.MustAcquire(t, t.Context(), d, testkit.Request("k", time.Minute))
+	defer func() { _ = l.Release(context.Background()) }()
+	code, stdout, stderr := runWithin(t, "inspect", "--url", "mem://inspect-json", "--key", "k", "--json")
 	var got map[string]any
 	if code != 0 || json.Unmarshal([]byte(stdout), &got) != nil || got["mode"] != "exclusive" || got["held"] != true {
 		t.Errorf("exit %d, stdout %s, stderr %s; want held, \"mode\": \"exclusive\"", code, stdout, stderr)
