@@ -74,7 +74,13 @@ func connectRedLock(ctx context.Context, u *url.URL, _ time.Duration) (driver.Dr
 			_ = c.Close()
 		}
 	}
+	// go-redis bounds a read by ctx's deadline, not by its cancellation:
+	// closing the clients is what ends a wait on a silent server.
+	stop := context.AfterFunc(ctx, closeAll)
 	ids, errs := runIDs(ctx, clients)
+	if !stop() {
+		return nil, ctx.Err()
+	}
 	answered := 0
 	for _, id := range ids {
 		if id != "" {

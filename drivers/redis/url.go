@@ -126,7 +126,13 @@ func openOwned(ctx context.Context, u *url.URL, client goredis.UniversalClient, 
 // does not: a wrong address or password should fail at Open, where the
 // caller expects configuration errors, not at the first Lock.
 func pingOwned(ctx context.Context, u *url.URL, client goredis.UniversalClient) error {
+	// go-redis bounds a read by ctx's deadline, not by its cancellation:
+	// closing the client is what ends a wait on a silent server.
+	stop := context.AfterFunc(ctx, func() { _ = client.Close() })
 	err := client.Ping(ctx).Err()
+	if !stop() {
+		return ctx.Err()
+	}
 	if err == nil {
 		return nil
 	}
