@@ -25,7 +25,7 @@ func TestOpenUnknownSchemeListsRegistered(t *testing.T) {
 }
 
 func TestOpenBadURLs(t *testing.T) {
-	for _, raw := range []string{"", "no-scheme", "://x", "mem://a b", "%zz", "mem://name:99999", "mem://user:secret@name", "mem:opaque", "redis://u:secret@host:abc/0", "mem://u:secret@[::1"} {
+	for _, raw := range []string{"", "no-scheme", "://x", "mem://a b", "%zz", "mem://name:99999", "mem://user:secret@name", "mem:opaque", "redis://u:secret@host:abc/0", "mem://u:secret@[::1", "mem://x?connect_timeout=soon", "mem://x?connect_timeout=0"} {
 		_, err := dlock.Open(t.Context(), raw)
 		if !errors.Is(err, dlock.ErrInvalidURL) {
 			t.Errorf("Open(%q): got %v, want ErrInvalidURL", raw, err)
