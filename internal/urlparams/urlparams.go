@@ -1,8 +1,9 @@
 // Package urlparams holds what the drivers' URL parsers share: the host
 // list of a URL, with default ports and bracketed IPv6 addresses; query
 // parameters that may be given once; and the redacted form of a URL that
-// their errors show. Each driver still says which parameters it takes and
-// what they mean: this package knows no parameter names.
+// their errors show; and the one parameter every driver takes the same way,
+// connect_timeout, with the connecting it bounds ([Opener]). Each driver
+// still says which other parameters it takes and what they mean.
 package urlparams
 
 import (
