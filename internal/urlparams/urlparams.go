@@ -1,6 +1,6 @@
 // Package urlparams holds what the drivers' URL parsers share: the host
 // list of a URL, with default ports and bracketed IPv6 addresses; query
-// parameters that may be given once; and the redacted form of a URL that
+// parameters that may be given once; the redacted form of a URL that
 // their errors show; and the one parameter every driver takes the same way,
 // connect_timeout, with the connecting it bounds ([Opener]). Each driver
 // still says which other parameters it takes and what they mean.
