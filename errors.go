@@ -43,6 +43,13 @@ var (
 
 	// ErrInvalidOption: an Option was given a value it does not accept.
 	ErrInvalidOption = errors.New("dlock: invalid option")
+
+	// ErrUnavailable: Open could not connect to the backend, or the backend
+	// refused the connection (nothing listens, wrong credentials, no quorum,
+	// or connecting took longer than the connect timeout). When time ran
+	// out or the context ended, the error also wraps
+	// context.DeadlineExceeded or the context's error.
+	ErrUnavailable = errors.New("dlock: backend unavailable")
 )
 
 // Error is a failure of one operation on one key. It wraps the cause once, so

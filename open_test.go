@@ -25,7 +25,7 @@ func TestOpenUnknownSchemeListsRegistered(t *testing.T) {
 }
 
 func TestOpenBadURLs(t *testing.T) {
-	for _, raw := range []string{"", "no-scheme", "://x", "mem://a b", "%zz", "mem://name:99999", "mem://user:secret@name", "mem:opaque", "redis://u:secret@host:abc/0", "mem://u:secret@[::1"} {
+	for _, raw := range []string{"", "no-scheme", "://x", "mem://a b", "%zz", "mem://name:99999", "mem://user:secret@name", "mem:opaque", "redis://u:secret@host:abc/0", "mem://u:secret@[::1", "mem://x?connect_timeout=soon", "mem://x?connect_timeout=0"} {
 		_, err := dlock.Open(t.Context(), raw)
 		if !errors.Is(err, dlock.ErrInvalidURL) {
 			t.Errorf("Open(%q): got %v, want ErrInvalidURL", raw, err)
@@ -78,4 +78,16 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("Open(%q): got %v, want ErrInvalidURL", raw, err)
 		}
 	})
+}
+
+// A driver's error that says nothing of its kind is ErrUnavailable: Open's
+// errors are about the configuration or about reaching the backend.
+func TestOpenErrorsAreTyped(t *testing.T) {
+	refused := errors.New("connection refused")
+	scheme := "test-unavailable-" + strings.ToLower(rand.Text()[:8])
+	dlock.Register(scheme, func(context.Context, *url.URL) (driver.Driver, error) { return nil, refused })
+	_, err := dlock.Open(t.Context(), scheme+"://host")
+	if !errors.Is(err, dlock.ErrUnavailable) || !errors.Is(err, refused) {
+		t.Errorf("Open: %v, want ErrUnavailable wrapping the driver's error", err)
+	}
 }

@@ -1,14 +1,12 @@
 package dlock_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -20,6 +18,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/drivers/memory"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // outage is fault middleware: while down is set, every acquisition (and
@@ -84,24 +83,6 @@ func (d notifyingOutage) Subscribe(ctx context.Context, key string) (driver.Subs
 	return d.Driver.Capabilities().Notifier.Subscribe(ctx, key)
 }
 
-// syncBuffer is a log sink that tests may read while the Client writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // outageShapes are the ways the core waits: by polling, with
 // notifications, and in the backend's own queue.
 var outageShapes = map[string]func(b *memory.Backend, err error) (*outage, driver.Driver){
@@ -127,7 +108,7 @@ func TestLockWaitsThroughOutage(t *testing.T) {
 			reader := sdkmetric.NewManualReader()
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 			defer mp.Shutdown(context.Background())
-			var logs syncBuffer
+			var logs testkit.Buffer
 			logger := slog.New(slog.NewTextHandler(&logs, nil))
 
 			b := memory.NewBackend()

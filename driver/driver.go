@@ -125,6 +125,7 @@ package driver
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -249,6 +250,23 @@ func (m Mode) String() string {
 		return "shared"
 	}
 	return "exclusive"
+}
+
+// MarshalText returns the mode's name, as String does, so that JSON (dlock
+// inspect --json) and other text encodings say "exclusive" rather than 0.
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText parses a name that MarshalText returns.
+func (m *Mode) UnmarshalText(text []byte) error {
+	switch string(text) {
+	case "exclusive":
+		*m = Exclusive
+	case "shared":
+		*m = Shared
+	default:
+		return fmt.Errorf("dlock: unknown lock mode %q: want exclusive or shared", text)
+	}
+	return nil
 }
 
 // Request describes one acquisition.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -11,15 +13,21 @@ import (
 	"github.com/dlock-go/dlock/config"
 )
 
-// backendFlags select a backend: a URL, or a name from a config file.
+// backendFlags select a backend: a URL, or a name from a config file; and
+// bound the time to connect to it.
 type backendFlags struct {
 	url, name, configPath string
+	connectTimeout        time.Duration
 }
+
+// defaultConnectTimeout is --connect-timeout's default: dlock.Open's own.
+const defaultConnectTimeout = dlock.DefaultConnectTimeout
 
 func (f *backendFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.url, "url", "", "backend URL, e.g. redis://localhost:6379/0 (default $DLOCK_URL)")
 	cmd.Flags().StringVar(&f.name, "backend", "", "backend name in the configuration file (default $DLOCK_BACKEND, else its default)")
 	cmd.Flags().StringVar(&f.configPath, "config", "", "configuration file (default $DLOCK_CONFIG)")
+	cmd.Flags().DurationVar(&f.connectTimeout, "connect-timeout", defaultConnectTimeout, "give up connecting to the backend after this long, with status 69")
 }
 
 // resolve returns the selected backend with its defaults.
@@ -46,14 +54,28 @@ func (f *backendFlags) resolve() (config.Backend, error) {
 	return b, nil
 }
 
-// open connects to the backend.
-func open(ctx context.Context, b config.Backend, opts ...dlock.Option) (*dlock.Client, error) {
-	c, err := b.Open(ctx, opts...)
+// open connects to the backend within --connect-timeout, and within ctx,
+// which dlock run bounds by --wait (given as wait, for the message).
+func (f *backendFlags) open(ctx context.Context, b config.Backend, wait time.Duration, opts ...dlock.Option) (*dlock.Client, error) {
+	if f.connectTimeout <= 0 {
+		return nil, exitWith(exitUsage, "--connect-timeout %v: want a positive duration", f.connectTimeout)
+	}
+	within := fmt.Sprintf("--connect-timeout %v", f.connectTimeout)
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < f.connectTimeout {
+		within = fmt.Sprintf("--wait %v", wait)
+	}
+	connectCtx, cancel := context.WithTimeout(ctx, f.connectTimeout)
+	defer cancel()
+	c, err := b.Open(connectCtx, opts...)
 	switch {
 	case err == nil:
 		return c, nil
 	case errors.Is(err, dlock.ErrInvalidURL), errors.Is(err, dlock.ErrInvalidTTL), errors.Is(err, dlock.ErrInvalidOption):
 		return nil, exitWith(exitUsage, "%w", err)
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return nil, exitWith(128+int(syscall.SIGINT), "interrupted while connecting to backend %s", backendName(b))
+	case errors.Is(err, context.DeadlineExceeded) && connectCtx.Err() != nil:
+		return nil, exitWith(exitUnavailable, "backend %s: no connection within %s: %w", backendName(b), within, err)
 	}
 	return nil, exitWith(exitUnavailable, "backend %s: %w", backendName(b), err)
 }

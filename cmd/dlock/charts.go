@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"path/filepath"
 	"slices"
 	"time"
@@ -79,11 +80,16 @@ func writeCharts(dir string, reports []benchkit.Report) error {
 	return nil
 }
 
+// logSpread is the ratio of a chart's largest value to its smallest
+// positive one beyond which the chart gets a logarithmic axis: on a linear
+// one, a backend 13 ms slow (RedLock's handoff) flattens every bar of a
+// backend 1 ms fast into the axis.
+const logSpread = 20
+
 func (c chart) plot(reports []benchkit.Report) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = c.title
 	p.Y.Label.Text = c.unit
-	p.Y.Min = 0
 	p.Legend.Top = true
 	p.Legend.Left = true
 	names := make([]string, len(reports))
@@ -93,14 +99,15 @@ func (c chart) plot(reports []benchkit.Report) (*plot.Plot, error) {
 	p.NominalX(names...)
 	p.X.Min, p.X.Max = -0.6, float64(len(reports))-0.4
 	width := vg.Points(60 / float64(len(c.series)))
-	top := 0.0
+	all := make([]plotter.Values, len(c.series))
 	for i, s := range c.series {
-		values := make(plotter.Values, len(reports))
+		all[i] = make(plotter.Values, len(reports))
 		for j, r := range reports {
-			values[j] = s.values(r)
-			top = max(top, values[j])
+			all[i][j] = s.values(r)
 		}
-		bars, err := plotter.NewBarChart(values, width)
+	}
+	for i, s := range c.series {
+		bars, err := plotter.NewBarChart(all[i], width)
 		if err != nil {
 			return nil, err
 		}
@@ -109,14 +116,51 @@ func (c chart) plot(reports []benchkit.Report) (*plot.Plot, error) {
 		bars.Offset = width * vg.Length(float64(i)-float64(len(c.series)-1)/2)
 		p.Add(bars)
 		p.Legend.Add(s.label, bars)
-		labels, err := valueLabels(values, bars.Offset, width)
+		labels, err := valueLabels(all[i], bars.Offset, width)
 		if err != nil {
 			return nil, err
 		}
 		p.Add(labels)
 	}
-	p.Y.Max = top * 1.3 // room for the value labels and the legend
+	bottom, top := valueRange(all)
+	if top > 0 && bottom > 0 && top/bottom > logSpread {
+		// Bars rise from the axis's bottom, which a log scale cannot put
+		// at 0; room above the tallest for the value labels and the legend.
+		// (After the bars: adding them sets the axis's range from 0.)
+		p.Y.Scale = floorLogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Min = math.Pow(10, math.Floor(math.Log10(bottom)))
+		p.Y.Max = top * 8
+		p.Y.Label.Text = c.unit + " (log scale)"
+	} else {
+		p.Y.Min = 0
+		p.Y.Max = top * 1.3 // room for the value labels and the legend
+	}
 	return p, nil
+}
+
+// valueRange returns the smallest positive value and the largest value of
+// a chart; 0 for either when there is none.
+func valueRange(all []plotter.Values) (bottom, top float64) {
+	for _, values := range all {
+		for _, v := range values {
+			top = max(top, v)
+			if v > 0 && (bottom == 0 || v < bottom) {
+				bottom = v
+			}
+		}
+	}
+	return bottom, top
+}
+
+// floorLogScale is plot.LogScale for bars: a value below the axis's
+// minimum (a bar's foot at 0, a missing value) sits on the axis instead of
+// making LogScale panic.
+type floorLogScale struct{}
+
+// Normalize places x on the log scale from min to max, x at least min.
+func (floorLogScale) Normalize(min, max, x float64) float64 {
+	return plot.LogScale{}.Normalize(min, max, math.Max(x, min))
 }
 
 // valueLabels writes each bar's value above it.

@@ -27,7 +27,7 @@ time left on the holder's lease, and how many clients wait, as far as the
 backend can tell. A lock nobody holds is reported as "not held".
 
 Exit status 0 whether or not the lock is held; 69 if the backend cannot be
-reached or cannot inspect locks.`,
+reached (within --connect-timeout) or cannot inspect locks.`,
 		Example: `  dlock inspect --key nightly-report --url redis://localhost:6379/0
   dlock inspect --key nightly-report --backend main --json`,
 		Args: cobra.NoArgs,
@@ -36,7 +36,7 @@ reached or cannot inspect locks.`,
 			if err != nil {
 				return err
 			}
-			client, err := open(cmd.Context(), b)
+			client, err := f.open(cmd.Context(), b, 0)
 			if err != nil {
 				return err
 			}

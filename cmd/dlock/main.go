@@ -13,8 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -45,7 +47,8 @@ const exitStatuses = `Exit statuses:
   0     success (for run: the command exited 0)
   1-125 run: the command's own exit status
   64    usage error: bad flags, arguments or configuration
-  69    the backend could not be reached, or refused the request
+  69    the backend could not be reached (within --connect-timeout, and
+        for run within --wait), or refused the request
   70    internal error
   75    run: the lock is busy (--no-wait, or --wait ran out)
   76    run: the lock was lost while the command ran; it was sent SIGTERM,
@@ -75,6 +78,8 @@ func main() {
 
 // run executes the command line args and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// -v sets slog's default logger for the command's run (setLogger).
+	defer slog.SetDefault(slog.Default())
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -84,14 +89,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintln(stderr, "dlock:", ee.err)
+			fmt.Fprintln(stderr, "dlock:", message(ee.err))
 		}
 		return ee.code
 	}
 	// Anything cobra itself rejected: unknown flags, missing arguments.
-	fmt.Fprintln(stderr, "dlock:", err)
+	fmt.Fprintln(stderr, "dlock:", message(err))
 	fmt.Fprintln(stderr, "Run 'dlock --help' for usage.")
 	return exitUsage
+}
+
+// message returns err's text for a line that already starts with "dlock: ".
+// The library's errors name their package, as Go errors do ("dlock:
+// invalid key: empty"), once or more along a chain: the line says it once.
+func message(err error) string {
+	return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "dlock: "), ": dlock: ", ": ")
+}
+
+// setLogger makes slog's default logger write to stderr: the client
+// libraries' own lines, which go to slog at Debug (see internal/liblog),
+// only when verbose.
+func setLogger(stderr io.Writer, verbose bool) {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -110,6 +133,9 @@ configuration file (--backend with --config, or DLOCK_CONFIG); see
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	var verbose bool
+	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "show the backend client libraries' own log lines (connections, retries)")
+	root.PersistentPreRun = func(*cobra.Command, []string) { setLogger(stderr, verbose) }
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newRunCmd(), newBenchCmd(), newInspectCmd())

@@ -66,7 +66,15 @@ gets SIGTERM, then SIGKILL after --grace, and dlock exits with status 76.
 			if !cmd.Flags().Changed("wait") {
 				wait = b.Wait
 			}
-			client, err := open(cmd.Context(), b, opts...)
+			// --wait bounds connecting and waiting together: a cron job
+			// given 5 s is done in about 5 s, backend down or lock held.
+			lockCtx := cmd.Context()
+			if wait > 0 && !noWait {
+				var cancel context.CancelFunc
+				lockCtx, cancel = context.WithTimeout(lockCtx, wait)
+				defer cancel()
+			}
+			client, err := f.open(lockCtx, b, wait, opts...)
 			if err != nil {
 				return err
 			}
@@ -75,7 +83,7 @@ gets SIGTERM, then SIGKILL after --grace, and dlock exits with status 76.
 			if err != nil {
 				return exitWith(exitUsage, "%w", err)
 			}
-			lease, err := acquire(cmd.Context(), m, wait, noWait)
+			lease, err := acquire(cmd.Context(), lockCtx, m, wait, noWait)
 			if err != nil {
 				return err
 			}
@@ -85,7 +93,7 @@ gets SIGTERM, then SIGKILL after --grace, and dlock exits with status 76.
 	f.add(cmd)
 	cmd.Flags().StringVar(&key, "key", "", "the lock's name (required)")
 	cmd.Flags().DurationVar(&ttl, "ttl", 0, "lease length, renewed every third of it (default from the configuration, else 15s)")
-	cmd.Flags().DurationVar(&wait, "wait", 0, "give up after waiting this long for the lock, with status 75 (default from the configuration, else forever)")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "give up after waiting this long for the lock, connecting included, with status 75 (69 if still connecting) (default from the configuration, else forever)")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "give up at once if the lock is held, with status 75")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "after a lost lock, how long COMMAND has between SIGTERM and SIGKILL")
 	_ = cmd.MarkFlagRequired("key")
@@ -93,20 +101,15 @@ gets SIGTERM, then SIGKILL after --grace, and dlock exits with status 76.
 	return cmd
 }
 
-// acquire takes the lock as the flags say.
-func acquire(ctx context.Context, m dlock.Mutex, wait time.Duration, noWait bool) (dlock.Lease, error) {
+// acquire takes the lock as the flags say: waitCtx is ctx bounded by
+// --wait, whose time connecting already took from.
+func acquire(ctx, waitCtx context.Context, m dlock.Mutex, wait time.Duration, noWait bool) (dlock.Lease, error) {
 	if noWait {
 		l, err := m.TryLock(ctx)
 		if errors.Is(err, dlock.ErrLocked) {
 			return nil, exitWith(exitBusy, "lock %q is held by someone else", m.Key())
 		}
 		return l, lockErr(ctx, err)
-	}
-	waitCtx := ctx
-	if wait > 0 {
-		var cancel context.CancelFunc
-		waitCtx, cancel = context.WithTimeout(ctx, wait)
-		defer cancel()
 	}
 	l, err := m.Lock(waitCtx)
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
@@ -132,7 +135,7 @@ func runHolding(cmd *cobra.Command, lease dlock.Lease, backend string, args []st
 		unlockCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if err := lease.Unlock(unlockCtx); err != nil && !errors.Is(err, dlock.ErrLockLost) {
-			fmt.Fprintln(cmd.ErrOrStderr(), "dlock: releasing the lock:", err)
+			fmt.Fprintln(cmd.ErrOrStderr(), "dlock: releasing the lock:", message(err))
 		}
 	}()
 
@@ -165,7 +168,7 @@ func runHolding(cmd *cobra.Command, lease dlock.Lease, backend string, args []st
 		case sig := <-signals:
 			_ = child.Process.Signal(sig)
 		case <-lease.Done():
-			fmt.Fprintf(cmd.ErrOrStderr(), "dlock: lock %q lost: %v; terminating the command\n", lease.Key(), lease.Err())
+			fmt.Fprintf(cmd.ErrOrStderr(), "dlock: lock %q lost: %v; terminating the command\n", lease.Key(), message(lease.Err()))
 			terminate(child.Process.Pid, exited, grace)
 			return exitWith(exitLost, "")
 		}

@@ -195,8 +195,12 @@
 // not the locks'. A user name and password authenticate
 // with etcd's auth. TLS is not configured from URLs: use [New] with a
 // client that has it. Open checks that the cluster answers a linearizable
-// read, bounded by its context. The client it makes sends gRPC keepalive
-// pings every 5 s (so a connection that died silently is found in seconds),
-// does not log, and is closed by the Driver's Close. Errors about the URL
+// read, bounded by its context and the connect timeout (connect_timeout=, or
+// dlock.DefaultConnectTimeout): the client dials lazily and retries in the
+// background, so the read is what tells a cluster that answers from an
+// address where nothing does; on failure Open closes the client. The client
+// it makes sends gRPC keepalive pings every 5 s (so a connection that died
+// silently is found in seconds), logs only to log/slog at Debug, and is
+// closed by the Driver's Close. Errors about the URL
 // wrap dlock.ErrInvalidURL and never contain the password.
 package etcd

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
@@ -33,10 +32,14 @@ func init() {
 	dlock.Register(Scheme, open)
 }
 
-// open is the dlock.OpenFunc of the scheme: it makes a clientv3 client from
-// u, checks that the cluster answers a linearizable read, and returns a
-// Driver that owns the client.
-func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
+// open is the dlock.OpenFunc of the URL scheme(s) this package registers.
+var open = urlparams.Opener(connect)
+
+// connect makes a clientv3 client from u, checks that the cluster answers a
+// linearizable read, and returns a Driver that owns the client. The client
+// dials lazily and retries in the background: the read, bounded by ctx, is
+// what tells a cluster that answers from an address where nothing does.
+func connect(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
 	cfg, o, err := parseURL(u)
 	if err != nil {
 		return nil, err
@@ -128,7 +131,7 @@ func parseURL(u *url.URL) (clientv3.Config, options, error) {
 	cfg.DialKeepAliveTime = 5 * time.Second
 	cfg.DialKeepAliveTimeout = 3 * time.Second
 	// A library must not write to the process's stderr; errors reach the
-	// caller through dlock's.
-	cfg.Logger = zap.NewNop()
+	// caller through dlock's, and the client's lines go to slog at Debug.
+	cfg.Logger = newLogger()
 	return cfg, o, nil
 }

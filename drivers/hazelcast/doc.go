@@ -212,13 +212,13 @@
 //	wait_slice=DURATION         the longest server-side wait (default 250ms; 1ms to 1m)
 //	unisocket=BOOL              one connection, to the given members only, instead of one per member
 //	tls=BOOL                    TLS to the members, verified against the system's roots
-//	connect_timeout=DURATION    the client's timeout to open a connection
+//	connect_timeout=DURATION    bounds Open's connecting (see dlock.DefaultConnectTimeout) and each connection attempt
 //	heartbeat_timeout=DURATION  how long a silent connection lasts (default 60s)
-//	log_level=LEVEL             the client library's log level (default error; off to trace)
+//	log_level=LEVEL             the client library's lines passed to log/slog, at Debug (default error; off to trace)
 //
 // Any other option is refused. Open starts a client and waits until it has
-// connected to the cluster, bounded by its context (or by 30 s when that has
-// no deadline), so that a wrong address or cluster name fails there; the
+// connected to the cluster, bounded by its context and the connect timeout
+// (dlock.DefaultConnectTimeout), so that a wrong address or cluster name fails there; the
 // client reconnects by itself afterwards, for as long as it takes. (A failed
 // Open leaves one goroutine of hazelcast-go-client v1.6.0 behind, which the
 // library gives no way to stop.) The

@@ -29,55 +29,55 @@ const DefaultPort = 5701
 // own default.
 const DefaultCluster = "dev"
 
-// The URL's query options. Every other one is refused, so that a typo does
+// The URL's query options, besides connect_timeout, which
+// urlparams.Opener takes. Every other one is refused, so that a typo does
 // not pass unnoticed.
 const (
 	paramMap              = "map"
 	paramWaitSlice        = "wait_slice"
 	paramUnisocket        = "unisocket"
 	paramTLS              = "tls"
-	paramConnectTimeout   = "connect_timeout"
 	paramHeartbeatTimeout = "heartbeat_timeout"
 	paramLogLevel         = "log_level"
 )
 
-var params = []string{paramMap, paramWaitSlice, paramUnisocket, paramTLS, paramConnectTimeout, paramHeartbeatTimeout, paramLogLevel}
+var params = []string{paramMap, paramWaitSlice, paramUnisocket, paramTLS, paramHeartbeatTimeout, paramLogLevel}
 
-// openTimeout bounds Open's first connection when its context has no
-// deadline.
-const openTimeout = 30 * time.Second
-
-// defaultLogLevel keeps the client library quiet but for errors: dlock
-// reports what matters to its caller through errors and lost leases.
+// defaultLogLevel passes the client library's errors, and nothing less, to
+// slog (at Debug: see log.go): dlock reports what matters to its caller
+// through errors and lost leases.
 const defaultLogLevel = logger.ErrorLevel
 
 var logLevels = []logger.Level{logger.OffLevel, logger.FatalLevel, logger.ErrorLevel, logger.WarnLevel, logger.InfoLevel, logger.DebugLevel, logger.TraceLevel}
 
 func init() { dlock.Register(Scheme, open) }
 
-// open is the dlock.OpenFunc of the scheme: it starts a client from u, waits
-// until it is connected (bounded by ctx), and returns a Driver that owns it.
-func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
+// open is the dlock.OpenFunc of the scheme.
+var open = urlparams.Opener(start)
+
+// start connects the scheme (see urlparams.Opener): it starts a client from
+// u, waits until it is connected (bounded by ctx, within which the client
+// retries its first connection), and returns a Driver that owns it. A
+// connect_timeout also bounds each connection attempt of the client's, then
+// and later (the client's ConnectionTimeout).
+func start(ctx context.Context, u *url.URL, timeout time.Duration) (driver.Driver, error) {
 	cfg, o, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
+	if timeout > 0 {
+		cfg.Cluster.Network.ConnectionTimeout = types.Duration(timeout)
+	}
+	cfg.Logger = newLogger(cfg.Logger.Level)
 	// Listen before the client starts, so that no lifecycle event is missed.
 	s := newSession()
 	cfg.AddLifecycleListener(s.onLifecycle)
-	// The client retries its first connection until its context ends: do
-	// not let a wrong address hang a caller who gave no deadline.
-	start, cancel := ctx, context.CancelFunc(func() {})
-	if _, ok := ctx.Deadline(); !ok {
-		start, cancel = context.WithTimeout(ctx, openTimeout)
-	}
-	client, err := hazelcast.StartNewClientWithConfig(start, cfg)
-	cancel()
+	client, err := hazelcast.StartNewClientWithConfig(ctx, cfg)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
-		return nil, fmt.Errorf("hazelcast: connect to %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("hazelcast: connect to %s: %w", urlparams.Display(u), err)
 	}
 	d, err := connect(ctx, client, o, s)
 	if err != nil {
@@ -149,8 +149,6 @@ func parseURL(u *url.URL) (hazelcast.Config, options, error) {
 			cfg.Cluster.Unisocket, err = strconv.ParseBool(v)
 		case paramTLS:
 			cfg.Cluster.Network.SSL.Enabled, err = strconv.ParseBool(v)
-		case paramConnectTimeout:
-			cfg.Cluster.Network.ConnectionTimeout, err = positiveDuration(v)
 		case paramHeartbeatTimeout:
 			cfg.Cluster.HeartbeatTimeout, err = positiveDuration(v)
 		case paramLogLevel:

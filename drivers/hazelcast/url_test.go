@@ -48,7 +48,7 @@ func TestParseMembersWithIPv6(t *testing.T) {
 }
 
 func TestParseURLOptions(t *testing.T) {
-	u, _ := url.Parse("hazelcast://user:p%40ss@m1/c?unisocket=true&tls=true&connect_timeout=3s&heartbeat_timeout=10s&log_level=off")
+	u, _ := url.Parse("hazelcast://user:p%40ss@m1/c?unisocket=true&tls=true&heartbeat_timeout=10s&log_level=off")
 	cfg, _, err := parseURL(u)
 	if err != nil {
 		t.Fatalf("parseURL: %v", err)
@@ -57,8 +57,8 @@ func TestParseURLOptions(t *testing.T) {
 	switch {
 	case !c.Unisocket, !c.Network.SSL.Enabled:
 		t.Errorf("unisocket %t tls %t, want both", c.Unisocket, c.Network.SSL.Enabled)
-	case c.Network.ConnectionTimeout != types.Duration(3*time.Second), c.HeartbeatTimeout != types.Duration(10*time.Second):
-		t.Errorf("connect timeout %v heartbeat timeout %v", c.Network.ConnectionTimeout, c.HeartbeatTimeout)
+	case c.HeartbeatTimeout != types.Duration(10*time.Second):
+		t.Errorf("heartbeat timeout %v", c.HeartbeatTimeout)
 	case c.Security.Credentials.Username != "user" || c.Security.Credentials.Password != "p@ss":
 		t.Errorf("credentials %+v", c.Security.Credentials)
 	case cfg.Logger.Level != logger.OffLevel:
@@ -90,7 +90,6 @@ func TestParseURLRefusesBadURLs(t *testing.T) {
 		"hazelcast://m1/c?unisocket=maybe",
 		"hazelcast://m1/c?tls=2",
 		"hazelcast://m1/c?log_level=loud",
-		"hazelcast://m1/c?connect_timeout=-1s",
 		"hazelcast://m1/c?heartbeat_timeout=0s",
 		"hazelcast://user:s3cret@m1:0/c",
 	)

@@ -148,6 +148,7 @@
 //	timeout=DURATION     bounds each request (default 500ms)
 //	max_idle_conns=N     idle connections kept per server (default 8)
 //	key_prefix=PREFIX    the prefix of every item name (default "dlock:")
+//	connect_timeout=DURATION  bounds Open, as on every backend (see dlock.DefaultConnectTimeout)
 //
 // Errors about the URL wrap dlock.ErrInvalidURL. The Driver closes the
 // client it made on Close. Clients with TLS or a custom server selector are

@@ -2,6 +2,7 @@ package memcache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -58,10 +59,13 @@ type config struct {
 	opts    options
 }
 
-// open is the dlock.OpenFunc of both schemes: it makes a gomemcache client
-// from u, checks that every server answers, and returns a Driver that owns
-// the client.
-func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
+// open is the dlock.OpenFunc of the URL scheme(s) this package registers.
+var open = urlparams.Opener(connect)
+
+// connect opens both schemes (see urlparams.Opener): it makes a gomemcache
+// client from u, checks that every server answers, and returns a Driver
+// that owns the client.
+func connect(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
 	cfg, err := parseURL(u)
 	if err != nil {
 		return nil, err
@@ -75,20 +79,50 @@ func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	client := gomemcache.NewFromSelector(&servers)
 	client.Timeout = cfg.timeout
 	client.MaxIdleConns = cfg.maxIdle
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	// A wrong address should fail here, where the caller expects
-	// configuration errors, not at the first Lock. gomemcache's Ping takes
-	// no context: each server's answer is bounded by the Timeout.
-	if err := client.Ping(); err != nil {
-		_ = client.Close()
+	// configuration errors, not at the first Lock.
+	if err := ping(ctx, client); err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
 		return nil, fmt.Errorf("memcached: %s: %w", u.Redacted(), err)
 	}
 	return newDriver(client, true, cfg.opts), nil
+}
+
+// ping checks that every server of client answers, and closes client when
+// one does not or ctx ends first. gomemcache's Ping takes no context and
+// asks the servers one after the other, each bounded by the client's
+// Timeout: it runs in its own goroutine, which outlives an early return
+// by at most that long per server, and closes the client when it ends.
+func ping(ctx context.Context, client *gomemcache.Client) error {
+	if err := ctx.Err(); err != nil {
+		_ = client.Close()
+		return err
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := client.Ping()
+		if _, ok := errors.AsType[*gomemcache.ConnectTimeoutError](err); ok {
+			// gomemcache's own timeout error says nothing of the kind to
+			// errors.Is: make it a timeout, as dlock.Open documents.
+			err = fmt.Errorf("%w: %w", err, context.DeadlineExceeded)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			_ = client.Close()
+		}
+		return err
+	case <-ctx.Done():
+		go func() {
+			<-done
+			_ = client.Close()
+		}()
+		return ctx.Err()
+	}
 }
 
 // parseURL checks u and turns it into the client's settings and the

@@ -97,8 +97,8 @@ func TestOpen(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := dlock.Open(ctx, server.URL); err != context.Canceled {
-		t.Errorf("Open with a cancelled context: got %v, want context.Canceled", err)
+	if _, err := dlock.Open(ctx, server.URL); !errors.Is(err, context.Canceled) || !errors.Is(err, dlock.ErrUnavailable) {
+		t.Errorf("Open with a cancelled context: got %v, want ErrUnavailable wrapping context.Canceled", err)
 	}
 }
 

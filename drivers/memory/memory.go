@@ -38,9 +38,11 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
+	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/urlparams"
 )
 
 // Option changes the capabilities of a Driver.
@@ -138,7 +140,9 @@ func Named(name string) *Backend {
 const Scheme = "mem"
 
 func init() {
-	dlock.Register(Scheme, func(_ context.Context, u *url.URL) (driver.Driver, error) {
+	// Through urlparams.Opener, as every backend, so that connect_timeout
+	// is read and checked the same way here, where nothing is dialled.
+	dlock.Register(Scheme, urlparams.Opener(func(_ context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
 		if u.Opaque != "" || u.User != nil || u.Port() != "" || (u.Path != "" && u.Path != "/") {
 			return nil, fmt.Errorf("%w: want mem://NAME, got %q", dlock.ErrInvalidURL, u.Redacted())
 		}
@@ -147,5 +151,5 @@ func init() {
 			name = "default"
 		}
 		return New(Named(name)), nil
-	})
+	}))
 }

@@ -219,10 +219,13 @@
 //	postgresql://...
 //
 // The URL is parsed by pgx (pgconn.ParseConfig): its parameters (sslmode,
-// connect_timeout, application_name, target_session_attrs, ...) and the PG*
+// application_name, target_session_attrs, ...) and the PG*
 // environment variables apply, several hosts may be listed, and parameters
 // pgx does not know are sent to the server as settings. Three parameters are
-// the driver's own: dlock_max_conns ([WithMaxConns]), dlock_max_idle_time
+// the driver's own (four with connect_timeout, which
+// bounds Open's connecting as on every backend, see dlock.DefaultConnectTimeout,
+// and each later dial, as libpq's does; a Go duration or whole seconds):
+// dlock_max_conns ([WithMaxConns]), dlock_max_idle_time
 // ([WithMaxIdleTime], a Go duration) and dlock_schema ([WithSchema]). The
 // driver dials its connections with TCP keep-alive (idle 10 s, then 3 probes
 // 5 s apart), names them application_name=dlock unless the URL names them,

@@ -28,6 +28,12 @@ type sessions struct {
 	max         int
 	dials       atomic.Int64 // connections made, for tests and diagnostics
 
+	// life bounds the dials that no caller waits for any more (see make):
+	// close ends it, so that a Driver closed while one runs, such as that
+	// of an Open given up on, leaves no goroutine behind.
+	life context.Context
+	end  context.CancelFunc
+
 	mu      sync.Mutex
 	closed  bool
 	open    int                   // sessions open or being made
@@ -37,7 +43,10 @@ type sessions struct {
 }
 
 func newSessions(connect connector, setup func(context.Context, *session) error, o options) *sessions {
+	life, end := context.WithCancel(context.Background())
 	return &sessions{
+		life:        life,
+		end:         end,
 		connect:     connect,
 		setup:       setup,
 		maxIdleTime: o.maxIdleTime,
@@ -145,7 +154,7 @@ func (p *sessions) closeAll(stale []*session) {
 // make makes a new session in a slot already counted in p.open. The
 // connection is made with a context of its own, so that a caller who gives
 // up (a cancelled Lock, a short TryLock deadline) does not waste it: it goes
-// to the idle list for the next acquisition.
+// to the idle list for the next acquisition. Close ends that context.
 func (p *sessions) make(ctx context.Context) (*session, error) {
 	type dialed struct {
 		s   *session
@@ -157,7 +166,7 @@ func (p *sessions) make(ctx context.Context) (*session, error) {
 		made    = make(chan dialed, 1)
 	)
 	go func() {
-		dctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+		dctx, cancel := context.WithTimeout(p.life, dialTimeout)
 		s, err := p.dial(dctx)
 		cancel()
 		mu.Lock()
@@ -300,6 +309,7 @@ func (p *sessions) close() {
 		return
 	}
 	p.closed = true
+	p.end()
 	idle := p.idle
 	p.idle = nil
 	p.open -= len(idle)

@@ -41,13 +41,20 @@ func init() {
 	dlock.Register(SchemeAlt, open)
 }
 
-// open is the dlock.OpenFunc of both schemes: it makes a Driver that dials
-// its own connections, and connects once, so that a wrong address, password
-// or database, or missing privileges for the migration, fail here.
-func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
+// open is the dlock.OpenFunc of the URL scheme(s) this package registers.
+var open = urlparams.Opener(connect)
+
+// connect makes a Driver that dials its own connections, and connects once,
+// bounded by ctx, so that a wrong address, password or database, or missing
+// privileges for the migration, fail here. A connect_timeout, which libpq
+// spells the same, also bounds each later dial, as it would in libpq.
+func connect(ctx context.Context, u *url.URL, timeout time.Duration) (driver.Driver, error) {
 	cfg, opts, err := parseURL(u)
 	if err != nil {
 		return nil, err
+	}
+	if timeout > 0 {
+		cfg.ConnectTimeout = timeout
 	}
 	d, err := newDriver(func(ctx context.Context) (*pgconn.PgConn, error) {
 		return pgconn.ConnectConfig(ctx, cfg)

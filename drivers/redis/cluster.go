@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -26,10 +27,13 @@ func init() {
 	dlock.Register(SchemeClusterTLS, openCluster)
 }
 
-// openCluster is the dlock.OpenFunc of the Cluster schemes: it makes a
-// go-redis ClusterClient from u, checks that the cluster answers, and
+// openCluster is the dlock.OpenFunc of the Cluster schemes.
+var openCluster = urlparams.Opener(connectCluster)
+
+// connectCluster opens the Cluster schemes (see urlparams.Opener): it makes
+// a go-redis ClusterClient from u, checks that the cluster answers, and
 // returns a Driver that owns the client.
-func openCluster(ctx context.Context, u *url.URL) (driver.Driver, error) {
+func connectCluster(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
 	opt, o, err := parseClusterURL(u)
 	if err != nil {
 		return nil, err

@@ -283,8 +283,11 @@
 // defaults to localhost and the port to 6379; an IPv6 address must be in
 // brackets ("redis://[::1]:6379"). One option is this driver's own:
 // key_prefix sets the prefix of every Redis name (default "dlock:"), as
-// [WithKeyPrefix] does. Open pings the server once, bounded by its context,
-// so that a wrong address or password fails there. The client it makes honours
+// [WithKeyPrefix] does; connect_timeout, which go-redis never sees, bounds
+// Open (see dlock.DefaultConnectTimeout). Open pings the server once, bounded
+// by its context and the connect timeout, so that a wrong address or
+// password fails there. go-redis's process-wide logger goes to log/slog at
+// Debug once this package is imported. The client it makes honours
 // context deadlines (go-redis's ContextTimeoutEnabled), runs without go-redis's
 // maintenance notifications (a Redis Enterprise and Cloud feature whose
 // per-client machinery dlock does not need: a server that moves drops its

@@ -40,11 +40,14 @@ func init() {
 	dlock.Register(SchemeRedLockTLS, openRedLock)
 }
 
-// openRedLock is the dlock.OpenFunc of the RedLock schemes: it makes one
+// openRedLock is the dlock.OpenFunc of the RedLock schemes.
+var openRedLock = urlparams.Opener(connectRedLock)
+
+// connectRedLock opens the RedLock schemes (see urlparams.Opener): it makes one
 // go-redis client per master, checks that they are distinct servers, and
 // returns a RedLock that owns them. Masters down at Open are tolerated as
 // long as a quorum answers.
-func openRedLock(ctx context.Context, u *url.URL) (driver.Driver, error) {
+func connectRedLock(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
 	opts, o, err := parseRedLockURL(u)
 	if err != nil {
 		return nil, err
@@ -71,7 +74,13 @@ func openRedLock(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			_ = c.Close()
 		}
 	}
+	// go-redis bounds a read by ctx's deadline, not by its cancellation:
+	// closing the clients is what ends a wait on a silent server.
+	stop := context.AfterFunc(ctx, closeAll)
 	ids, errs := runIDs(ctx, clients)
+	if !stop() {
+		return nil, ctx.Err()
+	}
 	answered := 0
 	for _, id := range ids {
 		if id != "" {

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -31,9 +32,12 @@ func init() {
 	dlock.Register(SchemeTLS, open)
 }
 
-// open is the dlock.OpenFunc of both schemes: it makes a go-redis client from
-// u, checks that the server answers, and returns a Driver that owns it.
-func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
+// open is the dlock.OpenFunc of the URL scheme(s) this package registers.
+var open = urlparams.Opener(connect)
+
+// connect makes a go-redis client from u, checks that the server answers
+// (a PING bounded by ctx), and returns a Driver that owns it.
+func connect(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
 	opt, o, err := parseURL(u)
 	if err != nil {
 		return nil, err
@@ -122,7 +126,13 @@ func openOwned(ctx context.Context, u *url.URL, client goredis.UniversalClient, 
 // does not: a wrong address or password should fail at Open, where the
 // caller expects configuration errors, not at the first Lock.
 func pingOwned(ctx context.Context, u *url.URL, client goredis.UniversalClient) error {
+	// go-redis bounds a read by ctx's deadline, not by its cancellation:
+	// closing the client is what ends a wait on a silent server.
+	stop := context.AfterFunc(ctx, func() { _ = client.Close() })
 	err := client.Ping(ctx).Err()
+	if !stop() {
+		return ctx.Err()
+	}
 	if err == nil {
 		return nil
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/benchkit"
+	"github.com/dlock-go/dlock/internal/liblog"
 	"github.com/dlock-go/dlock/internal/testkit"
 )
 
@@ -76,7 +77,7 @@ func countedDriver(tb testing.TB, session time.Duration) (*Driver, *wire) {
 		counting := &countingConn{Conn: c, w: w}
 		return &sniffConn{Conn: counting, granted: func(t time.Duration) { granted.Store(int64(t)) }}, nil
 	}
-	conn, _, err := zk.Connect([]string{serverAddr(tb)}, session, zk.WithDialer(dialer), zk.WithLogger(discard{}))
+	conn, _, err := zk.Connect([]string{serverAddr(tb)}, session, zk.WithDialer(dialer), zk.WithLogger(liblog.Printf("go-zookeeper")))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -164,6 +164,10 @@
 // address must be in brackets, and net/url accepts one only as a URL's
 // single host: use [Dial] for a list that has one. User information is refused (use [New]
 // with a connection that called AddAuth). dlock.Open waits until the session
-// is established, bounded by its context. Errors about the URL wrap
+// is established, bounded by its context and the connect timeout
+// (connect_timeout=, or dlock.DefaultConnectTimeout): the client library
+// retries its servers for ever, so Open closes it, and the network
+// connection of a handshake a silent server never answers, when time runs
+// out. Errors about the URL wrap
 // dlock.ErrInvalidURL.
 package zookeeper

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/deadline"
+	"github.com/dlock-go/dlock/internal/liblog"
 )
 
 // Driver is a dlock driver over one ZooKeeper session; [Driver.Capabilities]
@@ -27,6 +28,7 @@ type Driver struct {
 	acl   []zk.ACL
 
 	timeout atomic.Int64 // the session timeout, in nanoseconds
+	dialed  dialedConn   // the network connection of a Driver from Dial
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -121,9 +123,9 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Driver, error
 	conn, _, err := zk.Connect(servers, o.sessionTTL,
 		zk.WithDialer(d.dialer()),
 		zk.WithEventCallback(d.onEvent),
-		// dlock reports failures through its own API; the library would
-		// print every reconnection.
-		zk.WithLogger(discard{}),
+		// dlock reports failures through its own API; the library's
+		// lines (every reconnection) go to slog at Debug.
+		zk.WithLogger(liblog.Printf("go-zookeeper")),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper: %w", err)
@@ -139,10 +141,6 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Driver, error
 	}
 	return d, nil
 }
-
-type discard struct{}
-
-func (discard) Printf(string, ...any) {}
 
 // begin starts the Driver's goroutines.
 func (d *Driver) begin() {
@@ -235,6 +233,10 @@ func (d *Driver) Close() error {
 	d.bg.Wait()
 	if d.owned {
 		d.conn.Close()
+		// After the session's orderly close: a handshake still waiting
+		// for a silent server would keep the library's goroutine until
+		// its read deadline.
+		d.dialed.close()
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/dlock-go/dlock/internal/liblog"
 	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
@@ -71,7 +72,7 @@ func rawConn(tb testing.TB) *zk.Conn {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	conn, _, err := zk.Connect(servers, testSession, zk.WithLogger(discard{}))
+	conn, _, err := zk.Connect(servers, testSession, zk.WithLogger(liblog.Printf("go-zookeeper")))
 	if err != nil {
 		tb.Fatal(err)
 	}

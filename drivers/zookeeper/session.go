@@ -96,12 +96,50 @@ func (d *Driver) dialer() zk.Dialer {
 		if err != nil {
 			return nil, err
 		}
+		if !d.dialed.set(c) {
+			return nil, net.ErrClosed
+		}
 		by := time.Now().Add(max(d.SessionTTL(), handshakeMin))
 		if err := c.SetReadDeadline(by); err != nil {
 			_ = c.Close()
 			return nil, err
 		}
 		return &sniffConn{Conn: c, handshakeBy: by, granted: func(t time.Duration) { d.timeout.Store(int64(t)) }}, nil
+	}
+}
+
+// dialedConn is the network connection a Driver's dialer made last. The
+// client library's Close neither closes it nor stops a reconnection: a
+// handshake waiting for a server that accepted the connection and stays
+// silent holds the library's goroutine until its read deadline, past a
+// failed Dial or a Close. The Driver's Close closes the connection, and
+// makes the dialer refuse any other.
+type dialedConn struct {
+	mu     sync.Mutex
+	conn   net.Conn
+	closed bool
+}
+
+// set records c as the current connection, or closes it and returns false
+// once close was called.
+func (dc *dialedConn) set(c net.Conn) bool {
+	dc.mu.Lock()
+	defer dc.mu.Unlock()
+	if dc.closed {
+		_ = c.Close()
+		return false
+	}
+	dc.conn = c
+	return true
+}
+
+// close closes the current connection and refuses later ones.
+func (dc *dialedConn) close() {
+	dc.mu.Lock()
+	defer dc.mu.Unlock()
+	dc.closed = true
+	if dc.conn != nil {
+		_ = dc.conn.Close()
 	}
 }
 

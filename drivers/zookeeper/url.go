@@ -28,9 +28,13 @@ func init() {
 	dlock.Register(Scheme, open)
 }
 
-// open is the dlock.OpenFunc of the scheme: it dials the ensemble and waits
-// for a session, bounded by ctx.
-func open(ctx context.Context, u *url.URL) (driver.Driver, error) {
+// open is the dlock.OpenFunc of the URL scheme(s) this package registers.
+var open = urlparams.Opener(connect)
+
+// connect dials the ensemble and waits for a session, bounded by ctx: the
+// client library retries its servers in the background for ever, so Dial
+// closes it when ctx ends first.
+func connect(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
 	servers, opts, err := parseURL(u)
 	if err != nil {
 		return nil, err

@@ -1,8 +1,9 @@
 // Package urlparams holds what the drivers' URL parsers share: the host
 // list of a URL, with default ports and bracketed IPv6 addresses; query
-// parameters that may be given once; and the redacted form of a URL that
-// their errors show. Each driver still says which parameters it takes and
-// what they mean: this package knows no parameter names.
+// parameters that may be given once; the redacted form of a URL that
+// their errors show; and the one parameter every driver takes the same way,
+// connect_timeout, with the connecting it bounds ([Opener]). Each driver
+// still says which other parameters it takes and what they mean.
 package urlparams
 
 import (
@@ -119,11 +120,13 @@ func Take(q url.Values, name string, aliases ...string) (v string, ok bool, err 
 
 // Unknown returns an error naming a parameter left in q, which holds what
 // the parser did not [Take], or nil when q is empty; known lists the
-// parameters the URL may have, for the message.
+// parameters the URL may have, for the message, which adds connect_timeout
+// (which [Connect] takes before the parser sees the URL).
 func Unknown(q url.Values, known ...string) error {
 	if len(q) == 0 {
 		return nil
 	}
+	known = append(slices.Clip(known), ConnectTimeoutParam)
 	names := slices.Sorted(maps.Keys(q))
 	return fmt.Errorf("unknown parameter %q (known: %s)", names[0], strings.Join(known, ", "))
 }

@@ -1,0 +1,13 @@
+package redis
+
+import (
+	"testing"
+
+	"github.com/dlock-go/dlock/internal/testkit"
+)
+
+// Open of a URL where nothing listens, or where a server accepts
+// connections and never answers, fails within its connect timeout.
+func TestOpenFailsFast(t *testing.T) {
+	testkit.OpenFailsFast(t, func(addr string) string { return "redis://" + addr + "/0" })
+}
