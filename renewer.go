@@ -26,7 +26,7 @@ import (
 // renewer schedules the renewal and the expiry of one Client's leases.
 type renewer struct {
 	c      *Client
-	mu     sync.Mutex
+	mu     sync.Mutex // the lock order: handoff.go
 	due    leaseHeap
 	timer  *time.Timer
 	armed  time.Time               // when the timer fires; zero when it is not set

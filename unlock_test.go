@@ -81,20 +81,11 @@ func TestUnlockStalledPastDeadlineAgreesWithErr(t *testing.T) {
 	// The release reaches the backend two TTLs after the grant: the lock
 	// expired there a TTL earlier.
 	d := &stalledReleases{Driver: memory.New(b, memory.WithoutBlocking()), stallFor: 2 * ttl}
-	c, err := dlock.New(d, dlock.WithTTL(ttl), dlock.WithoutRenewal())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(t.Context())
-	m, _ := c.Mutex("stalled-unlock")
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := hold(t, d, "stalled-unlock", dlock.WithTTL(ttl), dlock.WithoutRenewal()).held
 	if !time.Now().Before(l.Deadline()) {
 		t.Skip("the machine took a whole TTL to return from Lock")
 	}
-	err = l.Unlock(t.Context())
+	err := l.Unlock(t.Context())
 	if time.Now().Before(l.Deadline()) {
 		t.Fatal("the release was not held up past the deadline")
 	}
@@ -144,15 +135,8 @@ func TestUnlockFindingLockLostAgreesWithErr(t *testing.T) {
 func TestCloseWaitsForUnlock(t *testing.T) {
 	t.Run("Waits", func(t *testing.T) {
 		d := &stalledReleases{Driver: memory.New(memory.NewBackend()), gate: make(chan struct{}), entered: make(chan struct{}, 1)}
-		c, err := dlock.New(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, _ := c.Mutex("close-waits")
-		l, err := m.Lock(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := hold(t, d, "close-waits")
+		c, l := h.c, h.held
 		unlocked := make(chan error, 1)
 		go func() { unlocked <- l.Unlock(t.Context()) }()
 		<-d.entered
@@ -181,15 +165,8 @@ func TestCloseWaitsForUnlock(t *testing.T) {
 	})
 	t.Run("Abandons", func(t *testing.T) {
 		d := &stalledReleases{Driver: memory.New(memory.NewBackend()), gate: make(chan struct{}), entered: make(chan struct{}, 1)}
-		c, err := dlock.New(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, _ := c.Mutex("close-abandons")
-		l, err := m.Lock(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := hold(t, d, "close-abandons")
+		c, l := h.c, h.held
 		unlocked := make(chan error, 1)
 		go func() { unlocked <- l.Unlock(context.Background()) }()
 		<-d.entered
