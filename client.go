@@ -64,7 +64,7 @@ func New(d driver.Driver, opts ...Option) (*Client, error) {
 	if err := c.caps.Check(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	c.renewer.c = c
+	c.renewer.init(c)
 	c.tel = newTelemetry(defaults)
 	c.closing, c.stopClosing = context.WithCancel(context.Background())
 	c.abandon, c.stopAbandon = context.WithCancel(context.Background())

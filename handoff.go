@@ -58,8 +58,8 @@ import (
 //
 // # Safety
 //
-// A lock is handed over at most once and held by at most one lease of the
-// Client. The releasing lease has ended (Err set, renewal and expiry
+// A handoff never grants twice: the lock passes to one lease at most, and
+// is held by one lease of the Client at a time. The releasing lease has ended (Err set, renewal and expiry
 // stopped, untracked) before an Unlock claims a candidate, so a lease handed
 // over is never also held by its releaser; in a handoff without the
 // backend, the new lease alone renews and watches the shared driver lease.
@@ -69,8 +69,9 @@ import (
 // Unlock otherwise (it gives it back). So a waiter that gives up (its
 // context ends, the Client closes) never leaves a lock behind that nobody
 // will release, whether it leaves before the claim, during the transfer or
-// after the delivery; and a grant that reaches a waiter after Close is
-// given back by acquireTraced. A transfer whose outcome is unknown is
+// after the delivery. An Unlock returns only once its outcome is delivered
+// or given back, and Close waits for it (it is an operation); a grant that
+// reaches a waiter after Close is given back by acquireTraced. A transfer whose outcome is unknown is
 // recovered by the waiter with the transfer's request ID, or given back
 // with it. A lease lost before its Unlock is never handed over without the
 // backend, which alone can tell whether anything is still held; a loss
