@@ -17,22 +17,20 @@ import (
 // memory driver's own suite (drivers/memory) waits in the backend's queue
 // and never takes this path. Run with -benchtime=1x.
 func BenchmarkHandoff(b *testing.B) {
-	for _, shape := range []struct {
-		name string
-		opts []memory.Option
-	}{
-		{"Transfer", []memory.Option{memory.WithoutBlocking()}},
-		{"TokenBlock", []memory.Option{memory.WithoutBlocking(), memory.WithTokenBlocks(64)}},
-	} {
+	for _, name := range []string{"Transfer", "TokenBlock"} {
+		driverOpts := []memory.Option{memory.WithoutBlocking()}
+		if name == "TokenBlock" {
+			driverOpts = append(driverOpts, memory.WithTokenBlocks(64))
+		}
 		backend := memory.NewBackend()
 		target := benchkit.Target{
-			Name: "memory/" + shape.name,
+			Name: "memory/" + name,
 			NewClient: func(_ context.Context, opts ...dlock.Option) (*dlock.Client, error) {
-				return dlock.New(memory.New(backend, shape.opts...), opts...)
+				return dlock.New(memory.New(backend, driverOpts...), opts...)
 			},
 		}
 		for _, waiters := range []int{1, 16} {
-			b.Run(fmt.Sprintf("%s/waiters=%d", shape.name, waiters), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/waiters=%d", name, waiters), func(b *testing.B) {
 				for b.Loop() {
 					h, err := benchkit.MeasureHandoff(b.Context(), target, waiters, 1, 400)
 					if err != nil {
@@ -43,7 +41,7 @@ func BenchmarkHandoff(b *testing.B) {
 				}
 			})
 		}
-		b.Run(shape.name+"/contended=8", func(b *testing.B) {
+		b.Run(name+"/contended=8", func(b *testing.B) {
 			for b.Loop() {
 				c, err := benchkit.MeasureContended(b.Context(), target, 8, 1, time.Second)
 				if err != nil {

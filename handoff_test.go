@@ -43,6 +43,29 @@ func newGated(b *memory.Backend) *gatedTransfers {
 	return &gatedTransfers{Driver: memory.New(b, memory.WithoutBlocking())}
 }
 
+// stallingSubscriber is the memory driver without its server-side queue,
+// transferring; its first Subscribe is refused (the head then polls), and
+// later ones hang until their context ends, after saying so on entered.
+type stallingSubscriber struct {
+	driver.Driver
+	subs    atomic.Int64
+	entered chan struct{}
+}
+
+// Capabilities: the Notifier below, and the memory driver's Transferer.
+func (d *stallingSubscriber) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Notifier: d, Transferer: d.Driver.Capabilities().Transferer}
+}
+
+func (d *stallingSubscriber) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	if d.subs.Add(1) == 1 {
+		return nil, errors.New("NOPERM no permission for the channel")
+	}
+	d.entered <- struct{}{}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
 // waitUntil polls an internal condition the test cannot be told about,
 // with a generous bound.
 func waitUntil(t *testing.T, what string, cond func() bool) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,29 +166,6 @@ func givenBackAfterDelivery(t *testing.T) []dlock.HandoffStep {
 	}
 	requireFree(t, b, "delivered")
 	return h.steps()
-}
-
-// stallingSubscriber is the memory driver without its server-side queue,
-// transferring; its first Subscribe is refused (the head then polls), and
-// later ones hang until their context ends, after saying so on entered.
-type stallingSubscriber struct {
-	driver.Driver
-	subs    atomic.Int64
-	entered chan struct{}
-}
-
-// Capabilities: the Notifier below, and the memory driver's Transferer.
-func (d *stallingSubscriber) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Notifier: d, Transferer: d.Driver.Capabilities().Transferer}
-}
-
-func (d *stallingSubscriber) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
-	if d.subs.Add(1) == 1 {
-		return nil, errors.New("NOPERM no permission for the channel")
-	}
-	d.entered <- struct{}{}
-	<-ctx.Done()
-	return nil, ctx.Err()
 }
 
 // closeDuringTransfer: Close runs while an Unlock transfers to a waiter.

@@ -132,19 +132,9 @@ func TestLockWaitsThroughOutage(t *testing.T) {
 
 			b := memory.NewBackend()
 			o, d := shape(b, refused)
-			c, err := dlock.New(d, dlock.WithTTL(5*time.Second), dlock.WithPolling(time.Millisecond, 20*time.Millisecond),
+			c := newClientOver(t, d, dlock.WithTTL(5*time.Second), dlock.WithPolling(time.Millisecond, 20*time.Millisecond),
 				dlock.WithLogger(logger), dlock.WithMeterProvider(mp))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close(t.Context())
-			holderClient, _ := dlock.New(memory.New(b))
-			defer holderClient.Close(t.Context())
-			hm, _ := holderClient.Mutex("outage")
-			held, err := hm.Lock(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
+			held := hold(t, memory.New(b), "outage").held // by another client
 
 			o.down.Store(true)
 			m, _ := c.Mutex("outage")
@@ -420,18 +410,8 @@ func TestNoWaitRequestsWithoutSubscription(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			b := memory.NewBackend()
 			d := &waitWatcher{Driver: memory.New(b, memory.WithoutBlocking()), subErr: tc.subErr}
-			c, err := dlock.New(d, dlock.WithPolling(time.Millisecond, 5*time.Millisecond))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close(t.Context())
-			other, _ := dlock.New(memory.New(b))
-			defer other.Close(t.Context())
-			om, _ := other.Mutex("wait-flag")
-			held, err := om.Lock(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := newClientOver(t, d, dlock.WithPolling(time.Millisecond, 5*time.Millisecond))
+			held := hold(t, memory.New(b), "wait-flag").held // by another client
 
 			m, _ := c.Mutex("wait-flag")
 			got := lockAndUnlock(t.Context(), m.Lock)
