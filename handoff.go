@@ -3,7 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
-	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -135,7 +135,7 @@ func (s handoffState) String() string {
 	if s < numHandoffStates {
 		return handoffStateNames[s]
 	}
-	return fmt.Sprintf("handoffState(%d)", uint8(s))
+	return "handoffState(" + strconv.Itoa(int(s)) + ")"
 }
 
 // handoffEvent is what moves a candidate from one state to the next.
@@ -156,7 +156,7 @@ func (e handoffEvent) String() string {
 	if e < numHandoffEvents {
 		return handoffEventNames[e]
 	}
-	return fmt.Sprintf("handoffEvent(%d)", uint8(e))
+	return "handoffEvent(" + strconv.Itoa(int(e)) + ")"
 }
 
 // handoffTable holds every transition: the state an event leads to from
@@ -201,7 +201,7 @@ func (cand *candidate) step(ev handoffEvent) bool {
 	from := cand.state
 	to, ok := transition(from, ev)
 	if !ok {
-		invariantBroken(fmt.Sprintf("dlock: handoff event %v in state %v", ev, from))
+		invariantBroken("dlock: handoff event " + ev.String() + " in state " + from.String())
 		return false
 	}
 	cand.state = to
