@@ -88,7 +88,8 @@ import (
 //   - Client.qmu: the wait queues (Client.queues, Client.idle, every
 //     waitQueue's fields, waiter.cand) and every candidate's state. A leaf:
 //     under it only non-blocking channel operations (result is buffered,
-//     kick is sent without waiting, turn is closed) and newID.
+//     kick is sent without waiting, turn is closed), newID, and the tests'
+//     hooks (observeHandoff, invariantBroken).
 //   - Client.mu: closed, the tracked leases, and the registration of
 //     operations (ops) against Close. A leaf.
 //   - lease.mu: the lease's own state (deadline, err, lastErr, unlocked,

@@ -29,7 +29,7 @@ type lease struct {
 	started  bool        // start armed it; telemetry counts it as held; under mu
 	ended    atomic.Bool // set before the renewer is told to forget the lease
 
-	mu       sync.Mutex // guards the four fields below and those marked; the lock order: handoff.go
+	mu       sync.Mutex // guards the five fields below and those marked; the lock order: handoff.go
 	deadline time.Time
 	err      error                  // nil while held; why it ended otherwise
 	lastErr  error                  // the latest failed renewal, reported if the deadline passes
