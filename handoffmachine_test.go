@@ -214,8 +214,8 @@ const handoffRounds = 25
 
 // raceHandoff runs race handoffRounds times for each handoff shape, each
 // time over a new backend with a lease held on key and a waiter, whose
-// context cancel ends, with its offer out.
-func raceHandoff(t *testing.T, key string, opts []dlock.Option, race func(t *testing.T, b *memory.Backend, h holding, cancel context.CancelFunc, got <-chan lockResult)) {
+// context cancel ends, with its offer out; round is the round's number.
+func raceHandoff(t *testing.T, key string, opts []dlock.Option, race func(t *testing.T, round int, b *memory.Backend, h holding, cancel context.CancelFunc, got <-chan lockResult)) {
 	for name, shape := range handoffShapes {
 		t.Run(name, func(t *testing.T) {
 			for i := range handoffRounds {
@@ -224,10 +224,31 @@ func raceHandoff(t *testing.T, key string, opts []dlock.Option, race func(t *tes
 					h := hold(t, shape(b), key, opts...)
 					waitCtx, cancel := context.WithCancel(t.Context())
 					defer cancel()
-					race(t, b, h, cancel, h.waiter(t, waitCtx))
+					race(t, i, b, h, cancel, h.waiter(t, waitCtx))
 				})
 			}
 		})
+	}
+}
+
+// interleave runs a and b, in an order that depends on round: a first, b
+// first, or both at once.
+func interleave(round int, a, b func()) {
+	switch round % 3 {
+	case 0:
+		a()
+		b()
+	case 1:
+		b()
+		a()
+	default:
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			a()
+		}()
+		b()
+		<-done
 	}
 }
 
@@ -235,9 +256,10 @@ func raceHandoff(t *testing.T, key string, opts []dlock.Option, race func(t *tes
 // offered to it: whichever comes first, the waiter holds the lock alone, or
 // nobody does.
 func TestHandoffRaceWaiterCancelled(t *testing.T) {
-	raceHandoff(t, "cancelled", nil, func(t *testing.T, b *memory.Backend, h holding, cancel context.CancelFunc, got <-chan lockResult) {
-		go cancel()
-		if err := h.held.Unlock(t.Context()); err != nil {
+	raceHandoff(t, "cancelled", nil, func(t *testing.T, round int, b *memory.Backend, h holding, cancel context.CancelFunc, got <-chan lockResult) {
+		var err error
+		interleave(round, cancel, func() { err = h.held.Unlock(t.Context()) })
+		if err != nil {
 			t.Fatalf("Unlock: %v", err)
 		}
 		r := <-got
@@ -258,13 +280,13 @@ func TestHandoffRaceWaiterCancelled(t *testing.T) {
 // is unlocked and offered to a waiter: a lease the waiter gets must learn
 // that it lost the lock, however the loss and the handoff interleave.
 func TestHandoffRaceLeaseLost(t *testing.T) {
-	raceHandoff(t, "lost", []dlock.Option{dlock.WithTTL(time.Hour)}, func(t *testing.T, b *memory.Backend, h holding, cancel context.CancelFunc, got <-chan lockResult) {
-		tampered := make(chan bool, 1)
-		go func() { tampered <- b.Tamper("lost", true) }()
-		if err := h.held.Unlock(t.Context()); err != nil && !errors.Is(err, dlock.ErrLockLost) {
+	raceHandoff(t, "lost", []dlock.Option{dlock.WithTTL(time.Hour)}, func(t *testing.T, round int, b *memory.Backend, h holding, cancel context.CancelFunc, got <-chan lockResult) {
+		var stranger bool
+		var err error
+		interleave(round, func() { stranger = b.Tamper("lost", true) }, func() { err = h.held.Unlock(t.Context()) })
+		if err != nil && !errors.Is(err, dlock.ErrLockLost) {
 			t.Fatalf("Unlock: %v", err)
 		}
-		stranger := <-tampered
 		cancel() // the stranger holds the lock for an hour
 		r := <-got
 		switch {
