@@ -43,40 +43,46 @@ import (
 //	offered    leave    withdrawn  W   out of the slot; W acts on its own
 //	claimed    deliver  delivered  U   the outcome goes into result; W owns it
 //	claimed    leave    abandoned  W   W is gone; U will own the outcome
-//	delivered  receive  received   W   W turns the outcome into its lease
+//	delivered  receive  received   W   W uses the outcome (see below)
 //	delivered  leave    givenBack  W   W gives the outcome back (giveBack)
 //	abandoned  deliver  givenBack  U   U gives the outcome back (giveBack)
 //
-// withdrawn, received and givenBack are final. The head offers itself when
-// it is promoted behind a waiter that left with the lock, and again each
-// time it goes back to sleep (a new candidate each time); it leaves before
-// each attempt of its own (withdraw), so that a transfer and its own
-// acquisition cannot both succeed: an offer already claimed is waited for
-// instead. An event the table does not allow is a bug of the core: step
-// reports it through invariantBroken, changes nothing, and each caller then
-// takes the way that cannot grant twice (see claim, deliver, leave).
+// withdrawn, received and givenBack are final. A received outcome is a lease
+// (a transfer's grant, or the hold itself with the next token of its block),
+// nothing (the Unlock released instead: W tries by itself), or unknown (W
+// tries again with the transfer's request ID, which recovers the grant if
+// there was one, or gives it back that way when its context has ended:
+// mutex.sleep). The head offers itself when it is promoted behind a waiter
+// that left with the lock, and again each time it goes back to sleep (a new
+// candidate each time); it leaves before each attempt of its own (withdraw),
+// so that a transfer and its own acquisition cannot both succeed: an offer
+// already claimed is waited for instead. An event the table does not allow
+// is a bug of the core: step reports it through invariantBroken, changes
+// nothing, and each caller then takes the way that cannot grant twice (see
+// claim, deliver, leave).
 //
 // # Safety
 //
-// A handoff never grants twice: the lock passes to one lease at most, and
-// is held by one lease of the Client at a time. The releasing lease has ended (Err set, renewal and expiry
-// stopped, untracked) before an Unlock claims a candidate, so a lease handed
-// over is never also held by its releaser; in a handoff without the
-// backend, the new lease alone renews and watches the shared driver lease.
-// Every transfer's outcome has exactly one owner, decided by the
-// candidate's state under Client.qmu: the waiter when the outcome was
-// delivered before it left (it makes a lease of it, or gives it back), the
-// Unlock otherwise (it gives it back). So a waiter that gives up (its
-// context ends, the Client closes) never leaves a lock behind that nobody
-// will release, whether it leaves before the claim, during the transfer or
-// after the delivery. An Unlock returns only once its outcome is delivered
-// or given back, and Close waits for it (it is an operation); a grant that
-// reaches a waiter after Close is given back by acquireTraced. A transfer whose outcome is unknown is
-// recovered by the waiter with the transfer's request ID, or given back
-// with it. A lease lost before its Unlock is never handed over without the
-// backend, which alone can tell whether anything is still held; a loss
-// report that arrives while a hold passes between two leases is kept by
-// the shared lossRoute for the next one.
+// A handoff never grants twice: the lock passes to one lease at most, and is
+// held by one lease of the Client at a time. The releasing lease has ended
+// (Err set, renewal and expiry stopped, untracked) before an Unlock claims a
+// candidate, so a lease handed over is never also held by its releaser; in a
+// handoff without the backend, the new lease alone renews and watches the
+// shared driver lease. Every transfer's outcome has exactly one owner,
+// decided by the candidate's state under Client.qmu: the waiter when the
+// outcome was delivered before it left (it makes a lease of it, or gives it
+// back), the Unlock otherwise (it gives it back). So a waiter that gives up
+// (its context ends, the Client closes) never leaves a lock behind that
+// nobody will release, whether it leaves before the claim, during the
+// transfer or after the delivery. An Unlock returns only once its outcome is
+// delivered or given back, and Close waits for it (it is an operation); a
+// grant that reaches a waiter after Close is given back by acquireTraced. A
+// transfer whose outcome is unknown is recovered by the waiter with the
+// transfer's request ID, or given back with it. A lease lost before its
+// Unlock is never handed over without the backend, which alone can tell
+// whether anything is still held; a loss report that arrives while a hold
+// passes between two leases is kept by the shared lossRoute for the next
+// one.
 //
 // # Locks
 //
