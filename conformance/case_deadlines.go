@@ -154,6 +154,9 @@ type hold struct {
 	granted        time.Time // when Lock returned
 	deadline       time.Time // the lease's Deadline when granted
 	end            time.Time // when the holder stopped trusting it: Unlock's start, the deadline, or the loss report
+	// goneEarly is how long before its Deadline an Extend or Unlock of the
+	// lease found the lock gone (ErrLockLost), if one did; zero otherwise.
+	goneEarly time.Duration
 }
 
 func (h hold) String() string {
@@ -258,6 +261,7 @@ func contestWithDeadlines(t *T, e *env, name string, how contest) string {
 					time.Sleep(time.Duration(rand.Int64N(int64(300 * time.Microsecond))))
 					if rand.N(4) == 0 {
 						ectx, ecancel := context.WithTimeout(t.Context(), spread(rtt, 8*rtt))
+						deadline := l.Deadline()
 						err := l.Extend(ectx)
 						ecancel()
 						mu.Lock()
@@ -267,6 +271,7 @@ func contestWithDeadlines(t *T, e *env, name string, how contest) string {
 						case errors.Is(err, context.DeadlineExceeded):
 							extendTimeouts++
 						case errors.Is(err, dlock.ErrLockLost):
+							h.goneEarly = max(h.goneEarly, time.Until(deadline))
 						default:
 							if t.Context().Err() == nil {
 								errCount++
@@ -285,9 +290,13 @@ func contestWithDeadlines(t *T, e *env, name string, how contest) string {
 						uctx, ucancel = context.WithTimeout(t.Context(), spread(rtt, 8*rtt))
 					}
 					lost := l.Err() != nil
-					h.end = earliest(time.Now(), l.Deadline()) // as renewed so far
+					deadline := l.Deadline() // as renewed so far
+					h.end = earliest(time.Now(), deadline)
 					err = l.Unlock(uctx)
 					ucancel()
+					if errors.Is(err, dlock.ErrLockLost) {
+						h.goneEarly = max(h.goneEarly, time.Until(deadline))
+					}
 					if lost {
 						h.end = earliest(h.end, <-ended)
 					}
@@ -317,9 +326,9 @@ func contestWithDeadlines(t *T, e *env, name string, how contest) string {
 	for _, err := range errs {
 		t.Logf("error (not a failure): %v", err)
 	}
-	overlaps, regressions, late := judge(t, e, holds)
-	t.Logf("%v with 3 clients x 4 goroutines, round trip %v: %d grants, %d Lock timeouts, %d Extends (%d timed out), %d Unlock timeouts, %d losses, %d other errors, %d deadlines past Lock's return+TTL, %d overlaps, %d token regressions",
-		ran, rtt, len(holds), lockTimeouts, extends, extendTimeouts, unlockTimeouts, losses, errCount, late, overlaps, regressions)
+	v := judge(t, e, holds)
+	t.Logf("%v with 3 clients x 4 goroutines, round trip %v: %d grants, %d Lock timeouts, %d Extends (%d timed out), %d Unlock timeouts, %d losses (%d before the Deadline), %d other errors, %d deadlines past Lock's return+TTL, %d overlaps, %d token regressions",
+		ran, rtt, len(holds), lockTimeouts, extends, extendTimeouts, unlockTimeouts, losses, v.goneEarly, errCount, v.late, v.overlaps, v.regressions)
 	if len(holds) == 0 {
 		t.Errorf("no Lock succeeded in %v", ran)
 	}
@@ -327,22 +336,40 @@ func contestWithDeadlines(t *T, e *env, name string, how contest) string {
 	return key
 }
 
+// verdict counts what judge found wrong.
+type verdict struct {
+	overlaps, regressions, late, goneEarly int
+}
+
 // judge checks the holds: no Deadline past its Lock's return plus the TTL,
-// no two holds trusted at once, and tokens strictly rising in grant order.
-// A hold's interval is [granted, end): it is observed late and ended early,
-// so an overlap found is one that was.
+// no two holds trusted at once, tokens strictly rising in grant order, and
+// no lock found gone before its lease's Deadline. A hold's interval is
+// [granted, end): it is observed late and ended early, so an overlap found
+// is one that was.
+//
+// The last is the Deadline's own promise: until then the backend keeps the
+// lock for its holder, so an Extend or Unlock told ErrLockLost before it
+// means that someone else could have been granted the lock meanwhile, even
+// when nobody happened to take it in that window (a stale grant trusted,
+// an expiry shorter than the validity claimed). The cases that judge
+// inject no fault that frees a lock early (no restart, no partition).
 //
 // Validity is counted from the start of the driver call that granted, which
 // the suite does not see: it began after Lock began and before Lock returned.
 // Lock's start is no bound: a Lock may wait, and under load one may start
 // its granting call well after its context's deadline, before the timer
 // that ends the context has run.
-func judge(t *T, e *env, holds []hold) (overlaps, regressions, late int) {
+func judge(t *T, e *env, holds []hold) (v verdict) {
 	const shown = 5
 	for _, h := range holds {
 		if over := h.deadline.Sub(h.granted.Add(e.ttl)); over > 0 {
-			if late++; late <= shown {
+			if v.late++; v.late <= shown {
 				t.Errorf("deadline %v later than the TTL after Lock returned: %v", over, h)
+			}
+		}
+		if h.goneEarly > 0 {
+			if v.goneEarly++; v.goneEarly <= shown {
+				t.Errorf("the lock was found gone (ErrLockLost) %v before the lease's Deadline: %v", h.goneEarly, h)
 			}
 		}
 	}
@@ -354,12 +381,12 @@ func judge(t *T, e *env, holds []hold) (overlaps, regressions, late int) {
 	for i := range trusted {
 		h := &trusted[i]
 		if longest != nil && h.granted.Before(longest.end) {
-			if overlaps++; overlaps <= shown {
+			if v.overlaps++; v.overlaps <= shown {
 				t.Errorf("two holders at once:\n\t%v\n\t%v", longest, h)
 			}
 		}
 		if highest != nil && h.token != 0 && h.token <= highest.token {
-			if regressions++; regressions <= shown {
+			if v.regressions++; v.regressions <= shown {
 				t.Errorf("fencing token not above an earlier grant's:\n\t%v\n\tthen %v", highest, h)
 			}
 		}
@@ -370,7 +397,7 @@ func judge(t *T, e *env, holds []hold) (overlaps, regressions, late int) {
 			highest = h
 		}
 	}
-	return overlaps, regressions, late
+	return v
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -52,8 +52,8 @@ func (hs *holds) judge(t *T, e *env) {
 	for _, h := range hs.all {
 		t.Logf("hold: %v", h)
 	}
-	overlaps, regressions, late := judge(t, e, hs.all)
-	t.Logf("%d holds: %d overlaps, %d token regressions, %d deadlines past Lock's return+TTL", len(hs.all), overlaps, regressions, late)
+	v := judge(t, e, hs.all)
+	t.Logf("%d holds: %d overlaps, %d token regressions, %d deadlines past Lock's return+TTL", len(hs.all), v.overlaps, v.regressions, v.late)
 }
 
 // freezeLength is how long a frozen client stays frozen: longer than the

@@ -86,7 +86,7 @@ var cases = []testCase{
 	{name: "TokenBlock", run: testTokenBlock,
 		rule: "the grants of a driver with a TokenBlock (acquisitions and transfers) each reserve their block of fencing tokens: no later grant, on any client, gets a token inside it"},
 	{name: "RandomDeadlines", serial: true, ttls: 10, contest: true, run: testRandomDeadlines,
-		rule: "under Lock and Unlock deadlines from a tenth of a round trip to several (3 clients x 4 goroutines on one key), no two leases are trusted at once (granted, not yet unlocking, before their deadline, not reported lost), fencing tokens strictly rise in grant order, and no Deadline is later than the TTL after its Lock returned"},
+		rule: "under Lock and Unlock deadlines from a tenth of a round trip to several (3 clients x 4 goroutines on one key), no two leases are trusted at once (granted, not yet unlocking, before their deadline, not reported lost), fencing tokens strictly rise in grant order, no Deadline is later than the TTL after its Lock returned, and no Extend or Unlock finds the lock gone (ErrLockLost) before the lease's Deadline"},
 	{name: "AppliedAfterTimeout", serial: true, ttls: 10, contest: true, run: testAppliedAfterTimeout,
 		rule: "requests that reach the backend late, some after their caller was told its context ended (Acquire, with and without Block, Transfer, Extend, Release), break neither mutual exclusion nor token order nor the Deadline promise, and a lock granted to a caller that is gone is free again within the TTL"},
 	{name: "FrozenWaiter", ttls: 12, run: testFrozenWaiter,
