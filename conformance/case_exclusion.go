@@ -88,7 +88,7 @@ func testTryLockHeld(t *T, e *env) {
 	ma, mb := e.mutex(t, e.client(t), key), e.mutex(t, e.client(t), key)
 	la := lock(t, ma)
 	start := time.Now()
-	expectLocked(t, mb, "another client holds the lock")
+	expectLocked(t, mb, "another client holds the lock", la)
 	if took := time.Since(start); took > e.slack {
 		t.Errorf("TryLock on a held lock took %v, want an immediate answer", took)
 	}
@@ -108,7 +108,7 @@ func testDoubleUnlock(t *T, e *env) {
 	if err := la.Unlock(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Errorf("second Unlock: got %v, want ErrNotHeld", err)
 	}
-	expectLocked(t, mc, "B holds the lock; A's second Unlock must not release it")
+	expectLocked(t, mc, "B holds the lock; A's second Unlock must not release it", lb)
 	unlock(t, lb)
 }
 

@@ -51,7 +51,7 @@ func testBackendPaused(t *T, e *env) {
 	if err != nil {
 		t.Fatalf("Lock after the pause: %v", err)
 	}
-	expectLocked(t, mc, "one client holds the lock after the pause")
+	expectLocked(t, mc, "one client holds the lock after the pause", lb)
 	unlock(t, lb)
 }
 

@@ -19,7 +19,7 @@ func testRenewalKeepsLock(t *T, e *env) {
 	first := la.Deadline()
 	end := time.Now().Add(3*e.ttl + e.ttl/2)
 	for time.Now().Before(end) {
-		expectLocked(t, mb, "renewal keeps the lock held")
+		expectLocked(t, mb, "renewal keeps the lock held", la)
 		if err := la.Err(); err != nil {
 			t.Fatalf("lease lost while renewal was on: %v", err)
 		}

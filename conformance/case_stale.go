@@ -61,7 +61,7 @@ func testStaleUnlock(t *T, e *env) {
 	if err := l.Unlock(t.Context()); !errors.Is(err, dlock.ErrLockLost) {
 		t.Errorf("Unlock of a lost lease: got %v, want ErrLockLost", err)
 	}
-	expectLocked(t, mc, "the stale holder's Unlock must not release the new holder's lock")
+	expectLocked(t, mc, "the stale holder's Unlock must not release the new holder's lock", lbc)
 	unlock(t, lbc)
 }
 

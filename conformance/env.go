@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -102,12 +103,20 @@ func unlock(t *T, l dlock.Lease) {
 	}
 }
 
-// expectLocked checks that m cannot be taken now.
-func expectLocked(t *T, m dlock.Mutex, why string) {
+// expectLocked checks that m cannot be taken now. When it can, the failure
+// describes the leases of holders, if given: whether the holder had lost
+// its lease (a liveness failure) or still trusted it (two holders at once)
+// is what a reader of the failure needs first.
+func expectLocked(t *T, m dlock.Mutex, why string, holders ...dlock.Lease) {
 	l, err := m.TryLock(t.Context())
 	if err == nil {
 		_ = l.Unlock(t.Context())
-		t.Fatalf("TryLock(%q) succeeded, want ErrLocked: %s", m.Key(), why)
+		var state strings.Builder
+		for _, h := range holders {
+			fmt.Fprintf(&state, "; the holder's lease (token %d): Err %v, Uncertain %v, Deadline in %v",
+				h.Token(), h.Err(), h.Uncertain(), time.Until(h.Deadline()).Round(time.Millisecond))
+		}
+		t.Fatalf("TryLock(%q) succeeded, want ErrLocked: %s%s", m.Key(), why, state.String())
 	}
 	if !errors.Is(err, dlock.ErrLocked) {
 		t.Fatalf("TryLock(%q): got %v, want ErrLocked: %s", m.Key(), err, why)
