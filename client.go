@@ -33,9 +33,14 @@ type Client struct {
 	renewer renewer
 	tel     *telemetry
 
+	// qmu guards the wait queues and the handoffs' states; mu guards
+	// closed, leases and ops. Both are leaves (the lock order: handoff.go).
 	qmu    sync.Mutex
 	queues map[string][]*waitQueue // waiters by key; see waitqueue.go
 	idle   map[queueID]idleSub     // left by a queue whose last waiter holds the lock
+	// observeHandoff, when set (by tests, before any Lock), sees every
+	// transition of the Client's handoffs (handoff.go).
+	observeHandoff func(from handoffState, ev handoffEvent, to handoffState)
 
 	mu     sync.Mutex
 	closed bool
@@ -59,7 +64,7 @@ func New(d driver.Driver, opts ...Option) (*Client, error) {
 	if err := c.caps.Check(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	c.renewer.c = c
+	c.renewer.init(c)
 	c.tel = newTelemetry(defaults)
 	c.closing, c.stopClosing = context.WithCancel(context.Background())
 	c.abandon, c.stopAbandon = context.WithCancel(context.Background())
@@ -150,12 +155,18 @@ func (c *Client) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	// The subscriptions are closed outside c.qmu, which is never held
+	// across a call to the backend (handoff.go).
 	c.qmu.Lock()
-	for id, idle := range c.idle {
-		_ = idle.sub.Close()
+	idle := make([]driver.Subscription, 0, len(c.idle))
+	for id, s := range c.idle {
+		idle = append(idle, s.sub)
 		delete(c.idle, id)
 	}
 	c.qmu.Unlock()
+	for _, sub := range idle {
+		_ = sub.Close()
+	}
 	errs = append(errs, c.drv.Close())
 	return errors.Join(errs...)
 }

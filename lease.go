@@ -29,7 +29,7 @@ type lease struct {
 	started  bool        // start armed it; telemetry counts it as held; under mu
 	ended    atomic.Bool // set before the renewer is told to forget the lease
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards the five fields below and those marked; the lock order: handoff.go
 	deadline time.Time
 	err      error                  // nil while held; why it ended otherwise
 	lastErr  error                  // the latest failed renewal, reported if the deadline passes
@@ -74,7 +74,7 @@ func (l *lease) start() {
 	}
 	l.started = true
 	l.m.c.tel.held.Add(context.Background(), 1, l.m.c.tel.modeAttrs[l.mode])
-	l.m.c.renewer.expiries().Schedule(&l.expiry, l, l.deadline)
+	l.m.c.renewer.expiry.Schedule(&l.expiry, l, l.deadline)
 	if l.m.cfg.renew {
 		at := l.renewAt // inherited from the lease it was handed over by, if any
 		if at.IsZero() {
@@ -164,7 +164,7 @@ func (l *lease) finish(err error, lossReason string) bool {
 	l.err = err
 	l.ended.Store(true)
 	l.m.c.renewer.remove(l)
-	l.m.c.renewer.expiries().Remove(&l.expiry)
+	l.m.c.renewer.expiry.Remove(&l.expiry)
 	if l.done != nil {
 		close(l.done)
 	}
@@ -188,7 +188,7 @@ func (l *lease) expire() {
 		return
 	}
 	if time.Now().Before(l.deadline) {
-		l.m.c.renewer.expiries().Schedule(&l.expiry, l, l.deadline)
+		l.m.c.renewer.expiry.Schedule(&l.expiry, l, l.deadline)
 		return
 	}
 	l.finish(lostError(deadlineReason(l.lastErr)), "deadline")
@@ -229,7 +229,7 @@ func (l *lease) confirm(started time.Time, err error) (time.Duration, bool) {
 	case err == nil:
 		if d := l.m.validUntil(started, l.d.Validity()); d.After(l.deadline) {
 			l.deadline = d
-			l.m.c.renewer.expiries().Schedule(&l.expiry, l, d)
+			l.m.c.renewer.expiry.Schedule(&l.expiry, l, d)
 		}
 		l.lastErr = nil
 		l.m.c.tel.renewed(l, "ok", nil)

@@ -10,16 +10,6 @@ import (
 	"github.com/dlock-go/dlock/drivers/memory"
 )
 
-func newClient(t *testing.T, b *memory.Backend, opts ...dlock.Option) *dlock.Client {
-	t.Helper()
-	c, err := dlock.New(memory.New(b), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return c
-}
-
 // `defer lease.Unlock(ctx)` with a request context that already ended must
 // still give the lock back, not leave it for a whole TTL.
 func TestUnlockWithEndedContextStillReleases(t *testing.T) {

@@ -19,16 +19,7 @@ func TestBackendReportedLoss(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := memory.NewBackend()
-			c, err := dlock.New(memory.New(b, opts...), dlock.WithTTL(time.Hour), dlock.WithoutRenewal())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close(t.Context())
-			m, _ := c.Mutex("k")
-			l, err := m.Lock(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := hold(t, memory.New(b, opts...), "k", dlock.WithTTL(time.Hour), dlock.WithoutRenewal()).held
 			b.Tamper("k", false)
 			select {
 			case <-l.Done():

@@ -274,7 +274,7 @@ func (m *mutex) sleep(ctx context.Context, q *waitQueue, w *waiter, wakeups <-ch
 	select {
 	case <-ctx.Done():
 	case h := <-handed:
-		m.c.received(w)
+		m.c.receive(w, cand)
 		return h, nil
 	case <-wakeups:
 		backoff.reset()

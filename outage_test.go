@@ -113,19 +113,9 @@ func TestLockWaitsThroughOutage(t *testing.T) {
 
 			b := memory.NewBackend()
 			o, d := shape(b, refused)
-			c, err := dlock.New(d, dlock.WithTTL(5*time.Second), dlock.WithPolling(time.Millisecond, 20*time.Millisecond),
+			c := newClientOver(t, d, dlock.WithTTL(5*time.Second), dlock.WithPolling(time.Millisecond, 20*time.Millisecond),
 				dlock.WithLogger(logger), dlock.WithMeterProvider(mp))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close(t.Context())
-			holderClient, _ := dlock.New(memory.New(b))
-			defer holderClient.Close(t.Context())
-			hm, _ := holderClient.Mutex("outage")
-			held, err := hm.Lock(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
+			held := hold(t, memory.New(b), "outage").held // by another client
 
 			o.down.Store(true)
 			m, _ := c.Mutex("outage")
@@ -294,14 +284,7 @@ func TestLockWaitsThroughMarkedError(t *testing.T) {
 	c, _ := dlock.New(d, dlock.WithPolling(time.Millisecond, 10*time.Millisecond))
 	defer c.Close(t.Context())
 	m, _ := c.Mutex("marked")
-	got := make(chan error, 1)
-	go func() {
-		l, err := m.Lock(t.Context())
-		if err == nil {
-			err = l.Unlock(t.Context())
-		}
-		got <- err
-	}()
+	got := lockAndUnlock(t.Context(), m.Lock)
 	waitUntil(t, "three failed attempts", func() bool { return o.failures.Load() >= 3 })
 	o.down.Store(false)
 	if err := <-got; err != nil {
@@ -325,14 +308,7 @@ func TestSQLStateClassification(t *testing.T) {
 			c, _ := dlock.New(d, dlock.WithPolling(time.Millisecond, 10*time.Millisecond))
 			defer c.Close(t.Context())
 			m, _ := c.Mutex("sqlstate")
-			got := make(chan error, 1)
-			go func() {
-				l, err := m.Lock(t.Context())
-				if err == nil {
-					err = l.Unlock(t.Context())
-				}
-				got <- err
-			}()
+			got := lockAndUnlock(t.Context(), m.Lock)
 			if !wantWait {
 				if err := <-got; !errors.As(err, new(sqlError)) {
 					t.Errorf("Lock: got %v, want SQLSTATE %s at once", err, code)
@@ -359,17 +335,80 @@ func TestRLockWaitsThroughOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.down.Store(true)
-	got := make(chan error, 1)
-	go func() {
-		l, err := rw.RLock(t.Context())
-		if err == nil {
-			err = l.Unlock(t.Context())
-		}
-		got <- err
-	}()
+	got := lockAndUnlock(t.Context(), rw.RLock)
 	waitUntil(t, "three failed attempts", func() bool { return o.acquires.Load() >= 3 })
 	o.down.Store(false)
 	if err := <-got; err != nil {
 		t.Fatalf("RLock after the outage: %v", err)
+	}
+}
+
+// waitWatcher is a notifying driver that counts the acquisitions it sees,
+// those with driver.Request.Wait set apart, and whose Subscribe fails with
+// subErr when it is set.
+type waitWatcher struct {
+	driver.Driver
+	subErr   error
+	tries    atomic.Int64
+	waiting  atomic.Int64
+	subTries atomic.Int64
+}
+
+// Capabilities: the Notifier below only.
+func (d *waitWatcher) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Notifier: d}
+}
+
+func (d *waitWatcher) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	d.tries.Add(1)
+	if req.Wait {
+		d.waiting.Add(1)
+	}
+	return d.Driver.Acquire(ctx, req)
+}
+
+func (d *waitWatcher) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	d.subTries.Add(1)
+	if d.subErr != nil {
+		return nil, d.subErr
+	}
+	return d.Driver.Capabilities().Notifier.Subscribe(ctx, key)
+}
+
+// driver.Request.Wait is set only while the waiter holds a subscription for
+// the key: its Close is how a driver that queues waiters learns that one
+// gave up. When subscribing fails (a user without permission for the
+// channel), the waiter polls with plain tries.
+func TestNoWaitRequestsWithoutSubscription(t *testing.T) {
+	noPermission := errors.New("NOPERM User has no permissions to access the channel")
+	for name, tc := range map[string]struct {
+		subErr   error
+		wantWait bool
+	}{
+		"SubscribeFails": {noPermission, false},
+		"Subscribed":     {nil, true}, // the control: the test sees Wait when it is sent
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := memory.NewBackend()
+			d := &waitWatcher{Driver: memory.New(b, memory.WithoutBlocking()), subErr: tc.subErr}
+			c := newClientOver(t, d, dlock.WithPolling(time.Millisecond, 5*time.Millisecond))
+			held := hold(t, memory.New(b), "wait-flag").held // by another client
+
+			m, _ := c.Mutex("wait-flag")
+			got := lockAndUnlock(t.Context(), m.Lock)
+			waitUntil(t, "five tries while the lock is held", func() bool { return d.tries.Load() >= 5 })
+			if err := held.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("Lock: %v", err)
+			}
+			if waited := d.waiting.Load() > 0; waited != tc.wantWait {
+				t.Errorf("requests with Wait: %d of %d tries, want some: %v", d.waiting.Load(), d.tries.Load(), tc.wantWait)
+			}
+			if tc.subErr != nil && d.subTries.Load() != 1 {
+				t.Errorf("subscribed %d times after a permanent refusal, want once", d.subTries.Load())
+			}
+		})
 	}
 }

@@ -25,24 +25,21 @@ import (
 
 // renewer schedules the renewal and the expiry of one Client's leases.
 type renewer struct {
-	c      *Client
-	mu     sync.Mutex
-	due    leaseHeap
-	timer  *time.Timer
-	armed  time.Time               // when the timer fires; zero when it is not set
-	expiry *deadline.Queue[*lease] // made by expiries
+	c     *Client
+	mu    sync.Mutex // the lock order: handoff.go
+	due   leaseHeap
+	timer *time.Timer
+	armed time.Time // when the timer fires; zero when it is not set
+	// expiry is the queue of the Client's leases by validity deadline,
+	// with its own lock. It runs on after stop: a lease's deadline passing
+	// during Close still loses it, and once every lease has ended the
+	// queue holds no timer. Set once, by init.
+	expiry *deadline.Queue[*lease]
 }
 
-// expiries returns the queue of the Client's leases by validity deadline.
-// It runs on after stop: a lease's deadline passing during Close still loses
-// it, and once every lease has ended the queue holds no timer.
-func (r *renewer) expiries() *deadline.Queue[*lease] {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.expiry == nil {
-		r.expiry = deadline.NewQueue((*lease).expire)
-	}
-	return r.expiry
+// init makes r the renewer of c, before c is used.
+func (r *renewer) init(c *Client) {
+	r.c, r.expiry = c, deadline.NewQueue((*lease).expire)
 }
 
 // extendParallelism bounds the Extend calls in flight for a driver that

@@ -81,20 +81,11 @@ func TestUnlockStalledPastDeadlineAgreesWithErr(t *testing.T) {
 	// The release reaches the backend two TTLs after the grant: the lock
 	// expired there a TTL earlier.
 	d := &stalledReleases{Driver: memory.New(b, memory.WithoutBlocking()), stallFor: 2 * ttl}
-	c, err := dlock.New(d, dlock.WithTTL(ttl), dlock.WithoutRenewal())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(t.Context())
-	m, _ := c.Mutex("stalled-unlock")
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := hold(t, d, "stalled-unlock", dlock.WithTTL(ttl), dlock.WithoutRenewal()).held
 	if !time.Now().Before(l.Deadline()) {
 		t.Skip("the machine took a whole TTL to return from Lock")
 	}
-	err = l.Unlock(t.Context())
+	err := l.Unlock(t.Context())
 	if time.Now().Before(l.Deadline()) {
 		t.Fatal("the release was not held up past the deadline")
 	}
@@ -114,18 +105,9 @@ func TestUnlockStalledPastDeadlineAgreesWithErr(t *testing.T) {
 // Err says the same.
 func TestUnlockFindingLockLostAgreesWithErr(t *testing.T) {
 	b := memory.NewBackend()
-	c, err := dlock.New(memory.New(b, memory.WithoutBlocking(), memory.WithoutLossReports()), dlock.WithTTL(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(t.Context())
-	m, _ := c.Mutex("lost-unnoticed")
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := hold(t, memory.New(b, memory.WithoutBlocking(), memory.WithoutLossReports()), "lost-unnoticed", dlock.WithTTL(30*time.Second)).held
 	b.Restart()
-	err = l.Unlock(t.Context())
+	err := l.Unlock(t.Context())
 	if !errors.Is(err, dlock.ErrLockLost) {
 		t.Errorf("Unlock: got %v, want ErrLockLost", err)
 	}
@@ -139,23 +121,24 @@ func TestUnlockFindingLockLostAgreesWithErr(t *testing.T) {
 	}
 }
 
+// unlockStalled starts the Unlock, with ctx, of a lease on key held over a
+// stalledReleases, and returns once its release is under way and held up
+// by the driver's gate. Unlock's error comes on unlocked.
+func unlockStalled(t *testing.T, key string, ctx context.Context) (d *stalledReleases, c *dlock.Client, unlocked <-chan error) {
+	t.Helper()
+	d = &stalledReleases{Driver: memory.New(memory.NewBackend()), gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	h := hold(t, d, key)
+	done := make(chan error, 1)
+	go func() { done <- h.held.Unlock(ctx) }()
+	<-d.entered
+	return d, h.c, done
+}
+
 // Close waits for an Unlock's release before it closes the driver, and a
 // Close whose context ends first abandons it: Unlock then says ErrClosed.
 func TestCloseWaitsForUnlock(t *testing.T) {
 	t.Run("Waits", func(t *testing.T) {
-		d := &stalledReleases{Driver: memory.New(memory.NewBackend()), gate: make(chan struct{}), entered: make(chan struct{}, 1)}
-		c, err := dlock.New(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, _ := c.Mutex("close-waits")
-		l, err := m.Lock(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		unlocked := make(chan error, 1)
-		go func() { unlocked <- l.Unlock(t.Context()) }()
-		<-d.entered
+		d, c, unlocked := unlockStalled(t, "close-waits", t.Context())
 		closed := make(chan error, 1)
 		go func() { closed <- c.Close(t.Context()) }()
 		waitUntil(t, "Close to begin", func() bool {
@@ -180,19 +163,7 @@ func TestCloseWaitsForUnlock(t *testing.T) {
 		}
 	})
 	t.Run("Abandons", func(t *testing.T) {
-		d := &stalledReleases{Driver: memory.New(memory.NewBackend()), gate: make(chan struct{}), entered: make(chan struct{}, 1)}
-		c, err := dlock.New(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, _ := c.Mutex("close-abandons")
-		l, err := m.Lock(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		unlocked := make(chan error, 1)
-		go func() { unlocked <- l.Unlock(context.Background()) }()
-		<-d.entered
+		d, c, unlocked := unlockStalled(t, "close-abandons", context.Background())
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 		defer cancel()
 		if err := c.Close(ctx); err != nil {

@@ -33,8 +33,9 @@ type waitQueue struct {
 	// held: the previous head left with the lock, so the new head need not
 	// try before the next wake-up.
 	held bool
-	// cand is the sleeping head's offer to take the lock by transfer, and
-	// transfers counts consecutive transfers to this queue (handoff.go).
+	// cand is the head's offer to take the lock by transfer while it is
+	// offered (nil once claimed or withdrawn), and transfers counts
+	// consecutive transfers to this queue (handoff.go).
 	cand      *candidate
 	transfers int
 }
@@ -88,7 +89,7 @@ func (c *Client) enqueue(key string, mode driver.Mode, owner string, req *driver
 func (c *Client) dequeue(q *waitQueue, w *waiter, l *lease) {
 	acquired := l != nil
 	c.qmu.Lock()
-	orphan := c.retract(q, w)
+	orphan := c.leave(q, w)
 	i := slices.Index(q.waiters, w)
 	q.waiters = slices.Delete(q.waiters, i, i+1)
 	var sub driver.Subscription
