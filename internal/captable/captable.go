@@ -85,7 +85,8 @@ func (c config) install(dir string) error {
 }
 
 // check fails when the README is not what the checked-in records render,
-// or, with fresh, when the records of the run in fresh differ from the
+// when a driver's package doc lists other capabilities than its record
+// declares, or, with fresh, when the records of the run in fresh differ from the
 // checked-in ones.
 func (c config) check(fresh string) error {
 	var problems []string
@@ -104,13 +105,28 @@ func (c config) check(fresh string) error {
 	if err != nil {
 		return err
 	}
+	problems = append(problems, c.docClaims()...)
 	if want != have {
 		problems = append(problems, fmt.Sprintf("%s: the capability table is not what %s renders (- in the file, + rendered):\n%s", c.readme, c.records, lineDiff(have, want)))
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("stale:\n%s\nRun `make captable` (the tests, with containers) to refresh the records and the table, or `go generate ./internal/captable` for the table alone", strings.Join(problems, "\n"))
+		return fmt.Errorf("stale:\n%s\nRun `make captable` (the tests, with containers) to refresh the records and the table, or `go generate ./internal/captable` for the table alone; a driver's Capabilities sentence is corrected by hand in its doc.go", strings.Join(problems, "\n"))
 	}
 	return nil
+}
+
+// docClaims checks the drivers' capability sentences against the
+// checked-in records (checkDocClaims).
+func (c config) docClaims() []string {
+	set, err := loadRecords(c.records)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	module, err := modulePath(c.root)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	return checkDocClaims(c.root, module, set.records)
 }
 
 // modulePath reads the module's path from root's go.mod.

@@ -266,3 +266,46 @@ func TestLineDiff(t *testing.T) {
 		t.Errorf("lineDiff:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+func TestClaimedCapabilities(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want []string
+		err  bool
+	}{
+		{doc: "// Package x.\n//\n// # Capabilities\n//\n// Capabilities ([Driver.Capabilities]): Shared, Blocking (on the\n// server, FIFO), MinTTL 2 s; on [Other] the same but Shared. No Notifier.\npackage x\n",
+			want: []string{"Blocking", "MinTTL", "Shared"}},
+		{doc: "// # Capabilities\n//\n// Capabilities: TokenBlock 16, MaxTTL 30 days. No Inspector.\n//\n// # Keys\n//\n// Capabilities: Shared.\n",
+			want: []string{"MaxTTL", "TokenBlock"}},
+		{doc: "// Package x declares Shared.\npackage x\n", err: true},
+		{doc: "// # Capabilities\n//\n// It is Shared.\n", err: true},
+	} {
+		got, err := claimedCapabilities(tc.doc)
+		if (err != nil) != tc.err || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("claimedCapabilities(%q) = %v, %v; want %v (error: %v)", tc.doc, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// TestDocClaimsOfThisModule holds every driver's Capabilities sentence to
+// its checked-in record.
+func TestDocClaimsOfThisModule(t *testing.T) {
+	root := filepath.Join("..", "..")
+	set, err := loadRecords(filepath.Join(root, "docs", "conformance"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if problems := checkDocClaims(root, module, set.records); len(problems) > 0 {
+		t.Error(strings.Join(problems, "\n"))
+	}
+	var wrong []results.Backend
+	for _, rec := range set.records {
+		if rec.Name == "redis" {
+			rec.Capabilities.Transferer = false
+			wrong = append(wrong, rec)
+		}
+	}
+	if len(wrong) != 1 || len(checkDocClaims(root, module, wrong)) != 1 {
+		t.Errorf("a record without Transferer passed redis's doc, which lists it")
+	}
+}

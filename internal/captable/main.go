@@ -2,7 +2,8 @@
 // renders the table from the conformance suite's records (the JSON files
 // that conformance.Run writes when results.Env names a directory, checked
 // in under docs/conformance), and checks that what is checked in is
-// current.
+// current, and that each driver's package doc lists under "# Capabilities"
+// the capabilities its record declares (docclaims.go).
 //
 //	go run ./internal/captable                   # render the table into README.md
 //	go run ./internal/captable -check            # fail when README.md is stale
