@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/conformance/containerfaults"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testkit"
 )
@@ -172,7 +173,7 @@ func TestWaiterStopsWhenSessionRevoked(t *testing.T) {
 func TestLockRidesOutPartition(t *testing.T) {
 	cli := newCli(t)
 	holder := newTestDriver(t, cli)
-	p := newProxy(t, endpoints(t)[0])
+	p := containerfaults.NewProxy(t, endpoints(t)[0])
 	pcli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.Addr()}, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +210,7 @@ func TestLockRidesOutPartition(t *testing.T) {
 	}()
 	waitFor(t, "the waiter's entry", func() bool { return len(entries(t, cli, key)) == 2 })
 	lostSession := waiter.liveSession().id
-	p.Block()
+	cut(t, p)
 	// etcd expires the partitioned session, and with it the waiter's entry.
 	waitFor(t, "etcd expiring the partitioned waiter's entry", func() bool { return len(entries(t, cli, key)) == 1 })
 	waitFor(t, "the waiter's Driver seeing its session lost", func() bool { return waiter.liveSession() == nil })
@@ -218,7 +219,7 @@ func TestLockRidesOutPartition(t *testing.T) {
 		t.Fatalf("Lock cut off from etcd returned %v (err %v), want it waiting", o.l, o.err)
 	default:
 	}
-	p.Unblock()
+	restore(t, p)
 	if err := l.Unlock(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +350,7 @@ func TestLostSignal(t *testing.T) {
 		// by the time its keepalives could no longer have kept it, and only
 		// then can a contender (on a working link) take the lock.
 		cli := newCli(t)
-		p := newProxy(t, endpoints(t)[0])
+		p := containerfaults.NewProxy(t, endpoints(t)[0])
 		pcli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.Addr()}, Logger: zap.NewNop()})
 		if err != nil {
 			t.Fatal(err)
@@ -368,8 +369,8 @@ func TestLostSignal(t *testing.T) {
 			got <- cl
 		}()
 		waitFor(t, "the contender's entry", func() bool { return len(entries(t, cli, key)) == 2 })
-		p.Block()
-		defer p.Unblock()
+		cut(t, p)
+		defer restore(t, p)
 		waitFor(t, "Uncertain reporting the silent link", func() bool {
 			if lost.Err() != nil {
 				t.Fatalf("lost (%v) before being reported uncertain", context.Cause(lost))
@@ -663,5 +664,21 @@ func TestLatePutAfterTidyWritesNothing(t *testing.T) {
 	l := mustTry(t, d, reqFor(key))
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// cut silences p's link (a partition: bytes held both ways, connections
+// left open) and restore delivers what it held and lets bytes through again.
+func cut(t *testing.T, p *containerfaults.Proxy) {
+	t.Helper()
+	if err := p.Cut(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func restore(t *testing.T, p *containerfaults.Proxy) {
+	t.Helper()
+	if err := p.Restore(context.Background()); err != nil {
+		t.Error(err)
 	}
 }
