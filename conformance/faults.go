@@ -65,10 +65,17 @@ func (f *lateDelivery) call(ctx context.Context, o op, do func(context.Context) 
 	if !f.exact {
 		travel = time.Duration(rand.Int64N(int64(f.lag) + 1))
 	}
+	sent := time.Now()
 	timer := time.NewTimer(travel)
 	select {
 	case <-timer.C:
-		return do(ctx)
+		// On a loaded machine this goroutine may run only after both the
+		// request's arrival and the caller's deadline: a caller that gave
+		// up first must not be served (select picks at random among ready
+		// cases).
+		if ctx.Err() == nil {
+			return do(ctx)
+		}
 	case <-ctx.Done():
 		timer.Stop()
 	}
@@ -76,7 +83,7 @@ func (f *lateDelivery) call(ctx context.Context, o op, do func(context.Context) 
 	f.late++
 	f.mu.Unlock()
 	f.orphans.Go(func() {
-		time.Sleep(travel) // still on its way; it lands after the caller left
+		time.Sleep(time.Until(sent.Add(travel))) // still on its way; it lands after the caller left
 		// The backend serves it as any request; a blocked Acquire waits
 		// there, but not for ever.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.lag+time.Second)
