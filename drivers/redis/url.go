@@ -88,6 +88,42 @@ func parseURL(u *url.URL) (*goredis.Options, options, error) {
 	return opt, o, nil
 }
 
+// multiNodeScheme checks the scheme and form of a URL that lists several
+// servers (a Cluster's nodes, RedLock's masters): its scheme is plain or
+// tls, and it is not opaque (after the host list, the form wanted may have
+// more, such as "[/db]"). It returns the scheme of one of its servers:
+// [Scheme] or [SchemeTLS].
+func multiNodeScheme(u *url.URL, plain, tls, more string) (string, error) {
+	scheme := strings.ToLower(u.Scheme)
+	node := Scheme
+	switch scheme {
+	case plain:
+	case tls:
+		node = SchemeTLS
+	default:
+		return "", urlparams.Invalid(u, "scheme %q: want %s:// or %s://", u.Scheme, plain, tls)
+	}
+	if u.Opaque != "" {
+		return "", urlparams.Invalid(u, "want %s://[[user]:password@]host1[:port],host2[:port],...%s", scheme, more)
+	}
+	return node, nil
+}
+
+// parseNode parses one server of a multi-node URL, node, as a URL of its
+// own, for the single-server checks (port range, IPv6 brackets) and the
+// default port; what names it in errors ("node 2"). Its errors do not wrap
+// dlock.ErrInvalidURL: the caller's, about the whole URL, do.
+func parseNode(node *url.URL, what string) (*goredis.Options, options, error) {
+	if node.Host == "" {
+		return nil, options{}, fmt.Errorf("%s has an empty address", what)
+	}
+	opt, o, err := parseURL(node)
+	if err != nil { // parseURL's message is redacted already
+		return nil, o, fmt.Errorf("%s: %s", what, strings.TrimPrefix(err.Error(), dlock.ErrInvalidURL.Error()+": "))
+	}
+	return opt, o, nil
+}
+
 // takePrefix moves the key_prefix parameter, when q has it, from q to o.
 func takePrefix(q url.Values, o *options) error {
 	v, ok, err := urlparams.Take(q, prefixParam)
