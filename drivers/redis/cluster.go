@@ -29,16 +29,12 @@ func init() {
 }
 
 // openCluster is the dlock.OpenFunc of the Cluster schemes.
-var openCluster = urlparams.Opener(connectCluster)
+var openCluster = urlparams.Opener(urlparams.Parsed(parseClusterURL, connectCluster))
 
 // connectCluster opens the Cluster schemes (see urlparams.Opener): it makes
 // a go-redis ClusterClient from u, checks that the cluster answers, and
 // returns a Driver that owns the client.
-func connectCluster(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
-	opt, o, err := parseClusterURL(u)
-	if err != nil {
-		return nil, err
-	}
+func connectCluster(ctx context.Context, u *url.URL, opt *goredis.ClusterOptions, o options, _ time.Duration) (driver.Driver, error) {
 	return openOwned(ctx, u, goredis.NewClusterClient(opt), o)
 }
 

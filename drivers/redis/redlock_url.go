@@ -41,17 +41,13 @@ func init() {
 }
 
 // openRedLock is the dlock.OpenFunc of the RedLock schemes.
-var openRedLock = urlparams.Opener(connectRedLock)
+var openRedLock = urlparams.Opener(urlparams.Parsed(parseRedLockURL, connectRedLock))
 
 // connectRedLock opens the RedLock schemes (see urlparams.Opener): it makes one
 // go-redis client per master, checks that they are distinct servers, and
 // returns a RedLock that owns them. Masters down at Open are tolerated as
 // long as a quorum answers.
-func connectRedLock(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
-	opts, o, err := parseRedLockURL(u)
-	if err != nil {
-		return nil, err
-	}
+func connectRedLock(ctx context.Context, u *url.URL, opts []*goredis.Options, o options, _ time.Duration) (driver.Driver, error) {
 	addrs := make([]string, len(opts))
 	for i, opt := range opts {
 		addrs[i] = opt.Addr

@@ -33,15 +33,11 @@ func init() {
 }
 
 // open is the dlock.OpenFunc of the URL scheme(s) this package registers.
-var open = urlparams.Opener(connect)
+var open = urlparams.Opener(urlparams.Parsed(parseURL, connect))
 
 // connect makes a go-redis client from u, checks that the server answers
 // (a PING bounded by ctx), and returns a Driver that owns it.
-func connect(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
-	opt, o, err := parseURL(u)
-	if err != nil {
-		return nil, err
-	}
+func connect(ctx context.Context, u *url.URL, opt *goredis.Options, o options, _ time.Duration) (driver.Driver, error) {
 	return openOwned(ctx, u, goredis.NewClient(opt), o)
 }
 
