@@ -222,16 +222,20 @@ func unbrokenShared(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
 // time the other masters took. The first master's key was set at the call's
 // start; the others took their round trips after it.
 func validityFromReply(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
-	d.acquire = func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
-		started := time.Now()
-		l, err := d.Driver.Acquire(ctx, req) // the first master
-		if err != nil {
-			return nil, err
-		}
-		time.Sleep(4 * 5 * time.Millisecond) // four more masters, one by one
-		return &replyValidity{Lease: l, elapsed: time.Since(started)}, nil
-	}
+	d.acquire = firstMasterAcquire
 	return d
+}
+
+// firstMasterAcquire is the Acquire of pattern 9: a grant on the first
+// master, then four more round trips, and the TTL counted from the end.
+func firstMasterAcquire(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
+	started := time.Now()
+	l, err := d.Driver.Acquire(ctx, req) // the first master
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(4 * 5 * time.Millisecond) // four more masters, one by one
+	return &replyValidity{Lease: l, elapsed: time.Since(started)}, nil
 }
 
 type replyValidity struct {
@@ -490,15 +494,7 @@ func unbrokenBlocking(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver 
 // full TTL as validity from its reply, not from its start. Its single tries
 // are sound: only Lock, through a blocking Acquire, meets the fault.
 func acquireValidityFromReply(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
-	return blockingPlainDriver{plainDriver: d, acquire: func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
-		started := time.Now()
-		l, err := d.Driver.Acquire(ctx, req) // the first master
-		if err != nil {
-			return nil, err
-		}
-		time.Sleep(4 * 5 * time.Millisecond) // four more masters, one by one
-		return &replyValidity{Lease: l, elapsed: time.Since(started)}, nil
-	}}
+	return blockingPlainDriver{plainDriver: d, acquire: firstMasterAcquire}
 }
 
 // notifyingPlainDriver adds the memory driver's Notifier to a plainDriver;
