@@ -156,10 +156,7 @@ func testPartitionedHolder(t *T, e *env) {
 	key = e.key("partitioned-driver")
 	da, dlink := e.linkedDriver(t)
 	db, dc := e.driver(t), e.driver(t)
-	stale, err := da.Acquire(t.Context(), e.request(key, e.ttl))
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	stale := e.acquire(t, da, key)
 	cutAt = cut(t, dlink)
 	fresh := e.pollAcquire(t, db, key, cutAt.Add(e.ttl+e.slack), "another client's grant while the holder is cut off")
 	restore(t, dlink)

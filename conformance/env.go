@@ -148,6 +148,15 @@ func within(t *T, ch <-chan struct{}, d time.Duration, what string) {
 	}
 }
 
+// acquire takes key on d for the run's TTL, failing t when it cannot.
+func (e *env) acquire(t *T, d driver.Driver, key string) driver.Lease {
+	l, err := d.Acquire(t.Context(), e.request(key, e.ttl))
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	return l
+}
+
 // request makes a driver-level request for key.
 func (e *env) request(key string, ttl time.Duration) driver.Request {
 	return driver.Request{Key: key, ID: rand.Text(), TTL: ttl}
