@@ -143,11 +143,7 @@ func TestFreeLockGoesToQueueHead(t *testing.T) {
 	ctx := ctxFor(t)
 	held := mustAcquire(t, holder, testkit.Request(key, 5*time.Second))
 
-	waiting := testkit.Request(key, 5*time.Second)
-	waiting.Wait = true
-	if _, err := head.Acquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
-		t.Fatalf("waiting request while held: got %v, want ErrLocked", err)
-	}
+	waiting := queueWaiting(t, ctx, head, key)
 	if _, err := other.Acquire(ctx, testkit.Request(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("TryLock while held: got %v, want ErrLocked", err)
 	}
@@ -167,6 +163,19 @@ func TestFreeLockGoesToQueueHead(t *testing.T) {
 	_ = l.Release(ctx)
 }
 
+// queueWaiting makes a waiting request (Wait) for key, held by someone
+// else, and has d send it once, which queues it and must find the lock
+// taken; the request is returned for the waiter's later tries.
+func queueWaiting(t *testing.T, ctx context.Context, d *Driver, key string) driver.Request {
+	t.Helper()
+	waiting := testkit.Request(key, 5*time.Second)
+	waiting.Wait = true
+	if _, err := d.Acquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("waiting request while held: got %v, want ErrLocked", err)
+	}
+	return waiting
+}
+
 // A release frees the lock and only wakes the queue's head: the lock stays
 // free, and not granted to anyone, until the head's own request takes it,
 // so that no lease is ever made from a message.
@@ -177,11 +186,7 @@ func TestReleaseOnlyWakesQueueHead(t *testing.T) {
 	n := namesOf(DefaultKeyPrefix, key)
 	ctx := ctxFor(t)
 	held := mustAcquire(t, holder, testkit.Request(key, 5*time.Second))
-	waiting := testkit.Request(key, 5*time.Second)
-	waiting.Wait = true
-	if _, err := head.Acquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
-		t.Fatalf("waiting request while held: got %v, want ErrLocked", err)
-	}
+	waiting := queueWaiting(t, ctx, head, key)
 	sub, err := head.Subscribe(ctx, key)
 	if err != nil {
 		t.Fatal(err)
