@@ -30,12 +30,7 @@ func testBackendPaused(t *T, e *env) {
 	time.Sleep(time.Until(paused.Add(2 * e.ttl))) // the length of the fault
 	resume()
 
-	ctx, cancel := contextWithTimeout(t, 2*e.ttl+e.slack)
-	defer cancel()
-	lb, err := mb.Lock(ctx)
-	if err != nil {
-		t.Fatalf("Lock after the pause: %v", err)
-	}
+	lb := lockWithin(t, mb, 2*e.ttl+e.slack, "Lock after the pause")
 	expectLocked(t, mc, "one client holds the lock after the pause", lb)
 	unlock(t, lb)
 }
@@ -61,12 +56,7 @@ func testBackendRestarted(t *T, e *env) {
 			unlock(t, la)
 		}
 	}
-	ctx, cancel := contextWithTimeout(t, 2*e.ttl+e.slack)
-	defer cancel()
-	lb, err := mb.Lock(ctx)
-	if err != nil {
-		t.Fatalf("Lock after the restart: %v", err)
-	}
+	lb := lockWithin(t, mb, 2*e.ttl+e.slack, "Lock after the restart")
 	if after := lb.Token(); before != 0 && after <= before {
 		t.Errorf("fencing token after the restart: got %d, want more than %d", after, before)
 	}

@@ -52,12 +52,7 @@ func testManualExtend(t *T, e *env) {
 	if err := la.Err(); !errors.Is(err, dlock.ErrLockLost) {
 		t.Errorf("Err of a lapsed lease: got %v, want ErrLockLost", err)
 	}
-	ctx, cancel := contextWithTimeout(t, e.ttl+e.slack)
-	defer cancel()
-	lb, err := mb.Lock(ctx)
-	if err != nil {
-		t.Fatalf("Lock after the lease lapsed: %v", err)
-	}
+	lb := lockWithin(t, mb, e.ttl+e.slack, "Lock after the lease lapsed")
 	unlock(t, lb)
 }
 
@@ -94,12 +89,7 @@ func testRenewalBlocked(t *T, e *env) {
 	if late := time.Since(deadline); late > e.slack {
 		t.Errorf("the lost signal fired %v after the validity deadline", late)
 	}
-	ctx, cancel := contextWithTimeout(t, time.Until(acquired.Add(e.ttl+e.slack)))
-	defer cancel()
-	lb, err := mb.Lock(ctx)
-	if err != nil {
-		t.Fatalf("contender's Lock: got %v, want the lock within TTL plus a margin", err)
-	}
+	lb := lockWithin(t, mb, time.Until(acquired.Add(e.ttl+e.slack)), "contender's Lock")
 	unlock(t, lb)
 }
 

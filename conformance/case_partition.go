@@ -111,12 +111,7 @@ func testPartitionedHolder(t *T, e *env) {
 	time.Sleep(e.ttl / 2) // hold long enough for a renewal to go through
 	cutAt := cut(t, link)
 
-	ctx, cancel := contextWithTimeout(t, time.Until(cutAt.Add(e.ttl+e.slack)))
-	defer cancel()
-	lb, err := mb.Lock(ctx)
-	if err != nil {
-		t.Fatalf("another client's Lock while the holder is cut off: got %v, want the lock within the TTL (%v) of the cut plus a margin", err, e.ttl)
-	}
+	lb := lockWithin(t, mb, time.Until(cutAt.Add(e.ttl+e.slack)), "another client's Lock while the holder is cut off")
 	granted := time.Now()
 	select {
 	case <-la.Done():

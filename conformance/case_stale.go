@@ -151,12 +151,7 @@ func testExpiryAfterHolderVanishes(t *T, e *env) {
 	_ = da.Close() // the holder vanishes: its connection ends, nothing is released
 
 	mb := e.mutex(t, e.client(t), key)
-	ctx, cancel := contextWithTimeout(t, time.Until(acquired.Add(e.ttl+e.slack)))
-	defer cancel()
-	lb, err := mb.Lock(ctx)
-	if err != nil {
-		t.Fatalf("Lock after the holder vanished: got %v, want the lock within TTL %v plus a margin", err, e.ttl)
-	}
+	lb := lockWithin(t, mb, time.Until(acquired.Add(e.ttl+e.slack)), "Lock after the holder vanished")
 	select {
 	case <-la.Done():
 	default:

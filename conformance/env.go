@@ -87,6 +87,18 @@ func (e *env) rwmutex(t *T, c *dlock.Client, key string, opts ...dlock.Option) d
 	return m
 }
 
+// lockWithin locks m, failing t when the lock is not granted within d;
+// what names the Lock in the message.
+func lockWithin(t *T, m dlock.Mutex, d time.Duration, what string) dlock.Lease {
+	ctx, cancel := contextWithTimeout(t, d)
+	defer cancel()
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatalf("%s: got %v, want the lock within %v", what, err, d)
+	}
+	return l
+}
+
 // lock takes m or fails the case.
 func lock(t *T, m dlock.Mutex) dlock.Lease {
 	l, err := m.Lock(t.Context())
