@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/drivers/memory"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // `defer lease.Unlock(ctx)` with a request context that already ended must
@@ -15,10 +16,7 @@ import (
 func TestUnlockWithEndedContextStillReleases(t *testing.T) {
 	b := memory.NewBackend()
 	c := newClient(t, b, dlock.WithTTL(time.Hour))
-	m, err := c.Mutex("k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testkit.Mutex(t, c, "k")
 	l, err := m.Lock(t.Context())
 	if err != nil {
 		t.Fatal(err)

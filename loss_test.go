@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/drivers/memory"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // A loss the driver reports (Lease.OnLoss) ends the lease at once, long
@@ -45,10 +46,7 @@ func TestDeadlinesWithoutRenewal(t *testing.T) {
 	ttls := []time.Duration{300 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, time.Hour}
 	var leases []dlock.Lease
 	for i, ttl := range ttls {
-		m, err := c.Mutex(string(rune('a'+i)), dlock.WithTTL(ttl))
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := testkit.Mutex(t, c, string(rune('a'+i)), dlock.WithTTL(ttl))
 		l, err := m.Lock(t.Context())
 		if err != nil {
 			t.Fatal(err)

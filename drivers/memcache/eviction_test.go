@@ -93,10 +93,7 @@ func TestEvictionLosesLock(t *testing.T) {
 	// eviction. Renewal reads and rewrites the item, which protects it in
 	// memcached's LRU, so fill until it is gone.
 	c := testkit.Client(t, newTestDriver(t, newMCAt(t, url)), dlock.WithTTL(testTTL))
-	m, err := c.Mutex(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testkit.Mutex(t, c, key)
 	lease, err := m.Lock(ctxFor(t))
 	if err != nil {
 		t.Fatal(err)

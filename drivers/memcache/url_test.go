@@ -72,10 +72,7 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open(%q): %v", raw, err)
 		}
-		m, err := c.Mutex(testkit.Key(t))
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := testkit.Mutex(t, c, testkit.Key(t))
 		l, err := m.Lock(ctxFor(t))
 		if err != nil {
 			t.Fatal(err)

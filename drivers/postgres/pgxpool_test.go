@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // A caller's *pgxpool.Pool works as it is, and stays open after the client
@@ -29,10 +30,7 @@ func TestNewFromPgxpool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.Mutex("pgxpool-test/" + t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testkit.Mutex(t, c, "pgxpool-test/"+t.Name())
 	l, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)

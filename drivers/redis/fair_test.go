@@ -43,10 +43,7 @@ func TestWaitingClientsServedInOrder(t *testing.T) {
 	key := testkit.Key(t)
 	holder, first, second, barger := newClient(), newClient(), newClient(), newClient()
 	mutex := func(c *dlock.Client) dlock.Mutex {
-		m, err := c.Mutex(key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := testkit.Mutex(t, c, key)
 		return m
 	}
 	held, err := mutex(holder).Lock(ctxFor(t))

@@ -242,9 +242,6 @@ func newClientTTL(tb testing.TB, d driver.Driver, ttl time.Duration) *dlock.Clie
 
 func mutex(tb testing.TB, c *dlock.Client, key string, opts ...dlock.Option) dlock.Mutex {
 	tb.Helper()
-	m, err := c.Mutex(key, opts...)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	m := testkit.Mutex(tb, c, key, opts...)
 	return m
 }

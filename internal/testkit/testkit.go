@@ -79,3 +79,23 @@ func Client(tb testing.TB, d driver.Driver, opts ...dlock.Option) *dlock.Client 
 	tb.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c
 }
+
+// Mutex returns c's Mutex of key with opts, or fails tb.
+func Mutex(tb testing.TB, c *dlock.Client, key string, opts ...dlock.Option) dlock.Mutex {
+	tb.Helper()
+	m, err := c.Mutex(key, opts...)
+	if err != nil {
+		tb.Fatalf("Mutex(%q): %v", key, err)
+	}
+	return m
+}
+
+// RWMutex returns c's RWMutex of key with opts, or fails tb.
+func RWMutex(tb testing.TB, c *dlock.Client, key string, opts ...dlock.Option) dlock.RWMutex {
+	tb.Helper()
+	m, err := c.RWMutex(key, opts...)
+	if err != nil {
+		tb.Fatalf("RWMutex(%q): %v", key, err)
+	}
+	return m
+}
