@@ -96,11 +96,7 @@ func requireLock(t *testing.T, b *memory.Backend, key string, wantFree bool) {
 // mustLock takes m's lock, or ends the test.
 func mustLock(t *testing.T, m dlock.Mutex) dlock.Lease {
 	t.Helper()
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return testkit.Lock(t, t.Context(), m)
 }
 
 // lockAsync runs lock(ctx) in a goroutine; what it returned comes on the

@@ -47,10 +47,7 @@ func TestDeadlinesWithoutRenewal(t *testing.T) {
 	var leases []dlock.Lease
 	for i, ttl := range ttls {
 		m := testkit.Mutex(t, c, string(rune('a'+i)), dlock.WithTTL(ttl))
-		l, err := m.Lock(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := mustLock(t, m)
 		leases = append(leases, l)
 	}
 	for i, l := range leases[:3] {
@@ -71,10 +68,7 @@ func TestDeadlinesWithoutRenewal(t *testing.T) {
 	}
 	// Extend moves a deadline: the lease then ends at the new one.
 	m, _ := c.Mutex("extended", dlock.WithTTL(200*time.Millisecond))
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, m)
 	first := l.Deadline()
 	if err := l.Extend(t.Context()); err != nil {
 		t.Fatal(err)
@@ -95,14 +89,8 @@ func TestDoneBeforeAndAfterTheEnd(t *testing.T) {
 	c := newClient(t, memory.NewBackend())
 	ma, _ := c.Mutex("a")
 	mb, _ := c.Mutex("b")
-	la, err := ma.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb, err := mb.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	la := mustLock(t, ma)
+	lb := mustLock(t, mb)
 	before := la.Done()
 	if before != la.Done() {
 		t.Fatal("Done returned two channels")

@@ -85,10 +85,7 @@ func hold(t *testing.T, key string, opts ...dlock.Option) (dlock.Lease, *dlock.C
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	m := testkit.Mutex(t, c, key)
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := testkit.Lock(t, t.Context(), m)
 	return l, c
 }
 

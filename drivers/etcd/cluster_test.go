@@ -160,10 +160,7 @@ func testLeaderKilled(t *testing.T, c *testserver.EtcdCluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := holder.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := testkit.Lock(t, ctx, holder)
 	waiterM, err := openCluster(t, c.Addrs()...).Mutex(heldKey)
 	if err != nil {
 		t.Fatal(err)
@@ -266,10 +263,7 @@ func testMemberFrozen(t *testing.T, c *testserver.EtcdCluster, leaderToo bool) {
 	key := testkit.Key(t)
 	holderClient := openCluster(t, c.Members[frozen].Addr())
 	hm := testkit.Mutex(t, holderClient, key)
-	held, err := hm.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := testkit.Lock(t, ctx, hm)
 	cm, err := openCluster(t, others...).Mutex(key)
 	if err != nil {
 		t.Fatal(err)

@@ -306,10 +306,7 @@ func TestLostSignal(t *testing.T) {
 		c := testkit.Client(t, newTestDriver(t, cli), dlock.WithTTL(testTTL))
 		key := testkit.Key(t)
 		m, _ := c.Mutex(key)
-		l, err := m.Lock(ctxFor(t))
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := testkit.Lock(t, ctxFor(t), m)
 		if _, err := cli.Delete(ctxFor(t), namesOf(DefaultKeyPrefix, key).dir, clientv3.WithPrefix()); err != nil {
 			t.Fatal(err)
 		}

@@ -45,10 +45,7 @@ func BenchmarkUncontended(b *testing.B) {
 			b.Fatal(err)
 		}
 		r1, t1 := w.requests.Load(), time.Now()
-		l, err := m.Lock(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
+		l := testkit.Lock(b, ctx, m)
 		if err := l.Unlock(ctx); err != nil {
 			b.Fatal(err)
 		}

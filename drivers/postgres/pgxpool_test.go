@@ -31,10 +31,7 @@ func TestNewFromPgxpool(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := testkit.Mutex(t, c, "pgxpool-test/"+t.Name())
-	l, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := testkit.Lock(t, ctx, m)
 	if l.Token() == 0 {
 		t.Error("no fencing token")
 	}

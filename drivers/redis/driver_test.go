@@ -538,10 +538,7 @@ func TestCoreOverDriver(t *testing.T) {
 	key := testkit.Key(t)
 	m1, _ := c1.Mutex(key)
 	m2, _ := c2.Mutex(key)
-	l1, err := m1.Lock(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l1 := testkit.Lock(t, ctxFor(t), m1)
 	waiter := testkit.Go(func() (dlock.Lease, error) { return m2.Lock(ctxFor(t)) })
 	time.Sleep(50 * time.Millisecond) // let the waiter block
 	start := time.Now()

@@ -101,10 +101,7 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 	c2 := testkit.Client(t, newTestDriver(t, newRDB(t)), dlock.WithTTL(5*time.Second))
 	m1, _ := c1.Mutex(key)
 	m2, _ := c2.Mutex(key)
-	held, err := m1.Lock(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := testkit.Lock(t, ctxFor(t), m1)
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	gaveUp := make(chan error, 1)
 	go func() {

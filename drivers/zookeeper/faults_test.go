@@ -140,10 +140,7 @@ func TestDisconnectBlip(t *testing.T) {
 	c := newClientTTL(t, dialSession(t, p.Addr(), base, session), session)
 	other := newClientTTL(t, dialSession(t, serverAddr(t), base, session), session)
 	m := mutex(t, c, key)
-	l, err := m.Lock(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := testkit.Lock(t, ctxFor(t), m)
 	released, err := mutex(t, c, key+"-released").Lock(ctxFor(t))
 	if err != nil {
 		t.Fatal(err)

@@ -99,3 +99,13 @@ func RWMutex(tb testing.TB, c *dlock.Client, key string, opts ...dlock.Option) d
 	}
 	return m
 }
+
+// Lock locks m with ctx, or fails tb.
+func Lock(tb testing.TB, ctx context.Context, m dlock.Mutex) dlock.Lease {
+	tb.Helper()
+	l, err := m.Lock(ctx)
+	if err != nil {
+		tb.Fatalf("Lock(%q): %v", m.Key(), err)
+	}
+	return l
+}
