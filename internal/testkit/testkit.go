@@ -84,9 +84,7 @@ func Client(tb testing.TB, d driver.Driver, opts ...dlock.Option) *dlock.Client 
 func Mutex(tb testing.TB, c *dlock.Client, key string, opts ...dlock.Option) dlock.Mutex {
 	tb.Helper()
 	m, err := c.Mutex(key, opts...)
-	if err != nil {
-		tb.Fatalf("Mutex(%q): %v", key, err)
-	}
+	fatalIf(tb, err, "Mutex", key)
 	return m
 }
 
@@ -94,9 +92,7 @@ func Mutex(tb testing.TB, c *dlock.Client, key string, opts ...dlock.Option) dlo
 func RWMutex(tb testing.TB, c *dlock.Client, key string, opts ...dlock.Option) dlock.RWMutex {
 	tb.Helper()
 	m, err := c.RWMutex(key, opts...)
-	if err != nil {
-		tb.Fatalf("RWMutex(%q): %v", key, err)
-	}
+	fatalIf(tb, err, "RWMutex", key)
 	return m
 }
 
@@ -104,8 +100,14 @@ func RWMutex(tb testing.TB, c *dlock.Client, key string, opts ...dlock.Option) d
 func Lock(tb testing.TB, ctx context.Context, m dlock.Mutex) dlock.Lease {
 	tb.Helper()
 	l, err := m.Lock(ctx)
-	if err != nil {
-		tb.Fatalf("Lock(%q): %v", m.Key(), err)
-	}
+	fatalIf(tb, err, "Lock", m.Key())
 	return l
+}
+
+// fatalIf fails tb when err, the error of the call op on key, is not nil.
+func fatalIf(tb testing.TB, err error, op, key string) {
+	tb.Helper()
+	if err != nil {
+		tb.Fatalf("%s(%q): %v", op, key, err)
+	}
 }
