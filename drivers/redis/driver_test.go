@@ -485,14 +485,9 @@ func TestCloseKeepsCallersClient(t *testing.T) {
 func TestHostileKeysAreDistinctLocks(t *testing.T) {
 	rdb := newRDB(t)
 	d1, d2 := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
-	run := testkit.Key(t) // keeps this run's keys apart from earlier runs'
 	keys := hostileKeys()
 	var leases []driver.Lease
-	for _, k := range keys {
-		key := run + k
-		if len(key) > 1024 {
-			key = key[len(key)-1024:]
-		}
+	for _, key := range testkit.RunKeys(t, keys) {
 		leases = append(leases, mustAcquire(t, d1, testkit.Request(key, 10*time.Second)))
 		if _, err := d2.Acquire(ctxFor(t), testkit.Request(key, time.Second)); !errors.Is(err, driver.ErrLocked) {
 			t.Fatalf("Acquire(%q) while held: got %v, want ErrLocked", key, err)

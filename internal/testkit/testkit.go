@@ -37,6 +37,19 @@ func Key(tb testing.TB) string {
 	return "test/" + tb.Name() + "/" + rand.Text()[:8]
 }
 
+// RunKeys returns keys, each prefixed with tb's [Key] so that a run's
+// locks stay apart from an earlier run's, and cut from the front to 1024
+// bytes, the longest key the core accepts, keeping each key's own end.
+func RunKeys(tb testing.TB, keys []string) []string {
+	run := Key(tb)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		key := run + k
+		out[i] = key[max(0, len(key)-1024):]
+	}
+	return out
+}
+
 // NewID returns a request ID shaped as the core makes them
 // (driver.Request.ID): 128 random bits as 32 lowercase hex digits.
 func NewID() string {
