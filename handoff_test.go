@@ -12,6 +12,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/drivers/memory"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // gatedTransfers wraps the memory driver (without its server-side queue, so
@@ -251,10 +252,7 @@ func TestHandoffWithinTokenBlockSkipsBackend(t *testing.T) {
 	b := memory.NewBackend()
 	d, c := newCountedBlocks(t, b, 8)
 	m, _ := c.Mutex("local")
-	held, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := testkit.Lock(t, ctx, m)
 	first, deadline := held.Token(), held.Deadline()
 	var tries int64
 	next := handOver(t, c, m, held, func() { tries = d.tries.Load() })
@@ -297,10 +295,7 @@ func TestHandoffPastTokenBlockGoesToBackend(t *testing.T) {
 	ctx := t.Context()
 	d, c := newCountedBlocks(t, memory.NewBackend(), 2)
 	m, _ := c.Mutex("block")
-	held, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := testkit.Lock(t, ctx, m)
 	second := handOver(t, c, m, held, nil) // the block's second token
 	third := handOver(t, c, m, second, nil)
 	defer third.Unlock(ctx)
@@ -317,10 +312,7 @@ func TestHandedOverLeaseLearnsOfLoss(t *testing.T) {
 	b := memory.NewBackend()
 	_, c := newCountedBlocks(t, b, 8)
 	m, _ := c.Mutex("lost", dlock.WithTTL(time.Hour))
-	held, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := testkit.Lock(t, ctx, m)
 	next := handOver(t, c, m, held, nil)
 	b.Tamper("lost", true)
 	select {
@@ -340,10 +332,7 @@ func TestLostLeaseIsNotHandedOver(t *testing.T) {
 	// The waiter sleeps until woken (a notification, a handoff), so the
 	// test knows when its offer is out.
 	m, _ := c.Mutex("lost-first", dlock.WithTTL(time.Hour), dlock.WithPolling(time.Hour, time.Hour))
-	held, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := testkit.Lock(t, ctx, m)
 	waitCtx, cancel := context.WithCancel(ctx)
 	waited := lockAndUnlock(waitCtx, m.Lock)
 	// A stranger takes the lock behind the holder's back; the holder

@@ -8,6 +8,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/drivers/memory"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // plainDriver hides a driver's capabilities: it declares none.
@@ -40,10 +41,7 @@ func hold(t *testing.T, d driver.Driver, key string, opts ...dlock.Option) holdi
 	t.Helper()
 	c := newClientOver(t, d)
 	steps := dlock.ObserveHandoffs(c)
-	m, err := c.Mutex(key, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testkit.Mutex(t, c, key, opts...)
 	return holding{c, m, mustLock(t, m), steps}
 }
 
@@ -98,11 +96,7 @@ func requireLock(t *testing.T, b *memory.Backend, key string, wantFree bool) {
 // mustLock takes m's lock, or ends the test.
 func mustLock(t *testing.T, m dlock.Mutex) dlock.Lease {
 	t.Helper()
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return testkit.Lock(t, t.Context(), m)
 }
 
 // lockAsync runs lock(ctx) in a goroutine; what it returned comes on the

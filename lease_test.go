@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/drivers/memory"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // `defer lease.Unlock(ctx)` with a request context that already ended must
@@ -15,14 +16,8 @@ import (
 func TestUnlockWithEndedContextStillReleases(t *testing.T) {
 	b := memory.NewBackend()
 	c := newClient(t, b, dlock.WithTTL(time.Hour))
-	m, err := c.Mutex("k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testkit.Mutex(t, c, "k")
+	l := mustLock(t, m)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if err := l.Unlock(ctx); err != context.Canceled {
@@ -44,12 +39,9 @@ func TestErrorsWrapOnceWithOperationAndKey(t *testing.T) {
 	c1, c2 := newClient(t, b), newClient(t, b)
 	m1, _ := c1.Mutex("orders/42")
 	m2, _ := c2.Mutex("orders/42")
-	l, err := m1.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, m1)
 	defer l.Unlock(t.Context())
-	_, err = m2.TryLock(t.Context())
+	_, err := m2.TryLock(t.Context())
 	var de *dlock.Error
 	if !errors.As(err, &de) || de.Op != "trylock" || de.Key != "orders/42" {
 		t.Fatalf("got %#v, want an *Error for trylock on orders/42", err)
@@ -79,10 +71,7 @@ func TestLeaseDeadlineAndRenewal(t *testing.T) {
 	c := newClient(t, b, dlock.WithTTL(time.Second))
 	m, _ := c.Mutex("k")
 	started := time.Now()
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, m)
 	first := l.Deadline()
 	if first.After(started.Add(time.Second)) {
 		t.Errorf("deadline %v after start plus TTL", first.Sub(started))
@@ -108,17 +97,14 @@ func TestUncertainWhileRenewalFails(t *testing.T) {
 	b := memory.NewBackend()
 	c := newClient(t, b, dlock.WithTTL(2*time.Second))
 	m, _ := c.Mutex("k")
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, m)
 	defer l.Unlock(t.Context())
 	if err := l.Uncertain(); err != nil {
 		t.Fatalf("fresh lease: Uncertain = %v, want nil", err)
 	}
 	b.Pause()
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	err = l.Extend(ctx) // hangs on the paused backend until ctx ends
+	err := l.Extend(ctx) // hangs on the paused backend until ctx ends
 	cancel()
 	if err == nil {
 		t.Fatal("Extend on a paused backend succeeded")
@@ -142,10 +128,7 @@ func TestInspect(t *testing.T) {
 	if info, err := c.Inspect(t.Context(), "k"); err != nil || info.Held {
 		t.Fatalf("free lock: got %+v, %v", info, err)
 	}
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, m)
 	info, err := c.Inspect(t.Context(), "k")
 	if err != nil || !info.Held || info.Token != l.Token() || info.TTL <= 0 || info.TTL > time.Minute {
 		t.Errorf("held lock: got %+v, %v; want held with token %d and a TTL", info, err, l.Token())

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/drivers/memory"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // A loss the driver reports (Lease.OnLoss) ends the lease at once, long
@@ -45,14 +46,8 @@ func TestDeadlinesWithoutRenewal(t *testing.T) {
 	ttls := []time.Duration{300 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, time.Hour}
 	var leases []dlock.Lease
 	for i, ttl := range ttls {
-		m, err := c.Mutex(string(rune('a'+i)), dlock.WithTTL(ttl))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := m.Lock(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := testkit.Mutex(t, c, string(rune('a'+i)), dlock.WithTTL(ttl))
+		l := mustLock(t, m)
 		leases = append(leases, l)
 	}
 	for i, l := range leases[:3] {
@@ -73,10 +68,7 @@ func TestDeadlinesWithoutRenewal(t *testing.T) {
 	}
 	// Extend moves a deadline: the lease then ends at the new one.
 	m, _ := c.Mutex("extended", dlock.WithTTL(200*time.Millisecond))
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, m)
 	first := l.Deadline()
 	if err := l.Extend(t.Context()); err != nil {
 		t.Fatal(err)
@@ -97,14 +89,8 @@ func TestDoneBeforeAndAfterTheEnd(t *testing.T) {
 	c := newClient(t, memory.NewBackend())
 	ma, _ := c.Mutex("a")
 	mb, _ := c.Mutex("b")
-	la, err := ma.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb, err := mb.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	la := mustLock(t, ma)
+	lb := mustLock(t, mb)
 	before := la.Done()
 	if before != la.Done() {
 		t.Fatal("Done returned two channels")

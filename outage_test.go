@@ -330,10 +330,7 @@ func TestRLockWaitsThroughOutage(t *testing.T) {
 	o, d := outageShapes["Notifications"](b, refused)
 	c, _ := dlock.New(d, dlock.WithPolling(time.Millisecond, 10*time.Millisecond))
 	defer c.Close(t.Context())
-	rw, err := c.RWMutex("rlock-outage")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rw := testkit.RWMutex(t, c, "rlock-outage")
 	o.down.Store(true)
 	got := lockAndUnlock(t.Context(), rw.RLock)
 	waitUntil(t, "three failed attempts", func() bool { return o.acquires.Load() >= 3 })

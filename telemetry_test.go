@@ -34,10 +34,7 @@ func TestTelemetryReportsAcquisitionsAndLosses(t *testing.T) {
 	}
 	defer c.Close(t.Context())
 	m, _ := c.Mutex("orders/1")
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, m)
 	if _, err := m.TryLock(t.Context()); !errors.Is(err, dlock.ErrLocked) {
 		t.Fatalf("TryLock: %v", err)
 	}
@@ -115,10 +112,7 @@ func TestTracerProviderGetsAcquisitionSpans(t *testing.T) {
 	}
 	defer c.Close(t.Context())
 	m, _ := c.Mutex("orders/2")
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, m)
 	if _, err := m.TryLock(t.Context()); !errors.Is(err, dlock.ErrLocked) {
 		t.Fatalf("TryLock: %v", err)
 	}

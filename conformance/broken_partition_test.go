@@ -125,10 +125,7 @@ func linkedHarness(make func(b *memory.Backend, d *plainDriver, n int64) driver.
 // off from the backend then goes on believing it holds the lock, and moves
 // its deadline, while the backend has let the lock expire and granted it to
 // another client.
-func renewalAssumedOnTimeout(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
-	d.lease = func(l *plainLease) driver.Lease { return &optimisticRenewal{l} }
-	return d
-}
+var renewalAssumedOnTimeout = leasesAs(func(l *plainLease) driver.Lease { return &optimisticRenewal{l} })
 
 type optimisticRenewal struct{ *plainLease }
 

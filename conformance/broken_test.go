@@ -55,6 +55,16 @@ func (d *plainDriver) Acquire(ctx context.Context, req driver.Request) (driver.L
 	return pl, nil
 }
 
+// leasesAs returns the maker of a plainDriver whose leases are what wrap
+// makes of them: for the broken drivers that replace one lease operation
+// and nothing else.
+func leasesAs(wrap func(l *plainLease) driver.Lease) func(*memory.Backend, *plainDriver, int64) driver.Driver {
+	return func(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
+		d.lease = wrap
+		return d
+	}
+}
+
 type plainLease struct {
 	driver.Lease
 	d   *plainDriver
@@ -126,10 +136,7 @@ func clientClockRecovery(b *memory.Backend, d *plainDriver, n int64) driver.Driv
 }
 
 // Pattern 3: DEL without an owner check.
-func deleteWithoutOwnerCheck(b *memory.Backend, d *plainDriver, _ int64) driver.Driver {
-	d.lease = func(l *plainLease) driver.Lease { return &blindDelete{l} }
-	return d
-}
+var deleteWithoutOwnerCheck = leasesAs(func(l *plainLease) driver.Lease { return &blindDelete{l} })
 
 type blindDelete struct{ *plainLease }
 
@@ -140,10 +147,7 @@ func (l *blindDelete) Release(context.Context) error {
 
 // Pattern 4: GET to check the owner, then DEL as a second command. The DEL
 // arrives a round trip later; a slow network makes that round trip long.
-func checkThenDelete(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
-	d.lease = func(l *plainLease) driver.Lease { return &checkThenDel{l} }
-	return d
-}
+var checkThenDelete = leasesAs(func(l *plainLease) driver.Lease { return &checkThenDel{l} })
 
 type checkThenDel struct{ *plainLease }
 
@@ -161,10 +165,7 @@ func (l *checkThenDel) Release(context.Context) error {
 
 // Pattern 5: renewal that extends the key without checking its owner
 // (PEXPIRE key ttl): it succeeds on whoever holds the key.
-func renewWithoutOwnerCheck(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
-	d.lease = func(l *plainLease) driver.Lease { return &blindRenew{l} }
-	return d
-}
+var renewWithoutOwnerCheck = leasesAs(func(l *plainLease) driver.Lease { return &blindRenew{l} })
 
 type blindRenew struct{ *plainLease }
 
@@ -221,16 +222,20 @@ func unbrokenShared(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
 // time the other masters took. The first master's key was set at the call's
 // start; the others took their round trips after it.
 func validityFromReply(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
-	d.acquire = func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
-		started := time.Now()
-		l, err := d.Driver.Acquire(ctx, req) // the first master
-		if err != nil {
-			return nil, err
-		}
-		time.Sleep(4 * 5 * time.Millisecond) // four more masters, one by one
-		return &replyValidity{Lease: l, elapsed: time.Since(started)}, nil
-	}
+	d.acquire = firstMasterAcquire
 	return d
+}
+
+// firstMasterAcquire is the Acquire of pattern 9: a grant on the first
+// master, then four more round trips, and the TTL counted from the end.
+func firstMasterAcquire(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
+	started := time.Now()
+	l, err := d.Driver.Acquire(ctx, req) // the first master
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(4 * 5 * time.Millisecond) // four more masters, one by one
+	return &replyValidity{Lease: l, elapsed: time.Since(started)}, nil
 }
 
 type replyValidity struct {
@@ -303,16 +308,10 @@ func transferKeepingToken(_ *memory.Backend, d *plainDriver, _ int64) driver.Dri
 // per-lease context that the driver ends on release, watched without being
 // stopped on release. The core has let the lease go by then; a driver that
 // keeps telling it holds on to every released lease's callback.
-func lossAfterRelease(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
-	d.lease = func(l *plainLease) driver.Lease { return &notifyingLease{plainLease: l, reportRelease: true} }
-	return d
-}
+var lossAfterRelease = leasesAs(func(l *plainLease) driver.Lease { return &notifyingLease{plainLease: l, reportRelease: true} })
 
 // unbrokenLossReports is the control for lossAfterRelease.
-func unbrokenLossReports(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
-	d.lease = func(l *plainLease) driver.Lease { return &notifyingLease{plainLease: l} }
-	return d
-}
+var unbrokenLossReports = leasesAs(func(l *plainLease) driver.Lease { return &notifyingLease{plainLease: l} })
 
 // notifyingLease adds loss reports (OnLoss) to a plainLease. It has no loss
 // of its own to report; broken, it reports its release.
@@ -495,15 +494,7 @@ func unbrokenBlocking(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver 
 // full TTL as validity from its reply, not from its start. Its single tries
 // are sound: only Lock, through a blocking Acquire, meets the fault.
 func acquireValidityFromReply(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
-	return blockingPlainDriver{plainDriver: d, acquire: func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
-		started := time.Now()
-		l, err := d.Driver.Acquire(ctx, req) // the first master
-		if err != nil {
-			return nil, err
-		}
-		time.Sleep(4 * 5 * time.Millisecond) // four more masters, one by one
-		return &replyValidity{Lease: l, elapsed: time.Since(started)}, nil
-	}}
+	return blockingPlainDriver{plainDriver: d, acquire: firstMasterAcquire}
 }
 
 // notifyingPlainDriver adds the memory driver's Notifier to a plainDriver;
@@ -652,10 +643,7 @@ func (l *stayGrant) Release(ctx context.Context) error {
 // A lease that reports twice the validity the backend gives it: a holder
 // that stops renewing (frozen) goes on trusting it for a TTL after the
 // backend let it go and another client took the lock.
-func validityOverstated(_ *memory.Backend, d *plainDriver, _ int64) driver.Driver {
-	d.lease = func(l *plainLease) driver.Lease { return &overstated{l} }
-	return d
-}
+var validityOverstated = leasesAs(func(l *plainLease) driver.Lease { return &overstated{l} })
 
 type overstated struct{ *plainLease }
 

@@ -90,47 +90,37 @@ func capsDiff(a, b driver.Capabilities, same bool) string {
 	add := func(field string, x, y any) {
 		diffs = append(diffs, fmt.Sprintf("%s %v, then %v", field, x, y))
 	}
-	if a.Shared != b.Shared {
-		add("Shared", a.Shared, b.Shared)
-	}
-	if a.Reentrant != b.Reentrant {
-		add("Reentrant", a.Reentrant, b.Reentrant)
-	}
-	if a.Blocking != b.Blocking {
-		add("Blocking", a.Blocking, b.Blocking)
-	}
-	if a.TokenBlock != b.TokenBlock {
-		add("TokenBlock", a.TokenBlock, b.TokenBlock)
-	}
-	if a.MinTTL != b.MinTTL {
-		add("MinTTL", a.MinTTL, b.MinTTL)
-	}
-	if a.MaxTTL != b.MaxTTL {
-		add("MaxTTL", a.MaxTTL, b.MaxTTL)
-	}
-	if a.TTLReason != b.TTLReason {
-		add("TTLReason", a.TTLReason, b.TTLReason)
+	// The facts are of comparable types, so that != on the interfaces
+	// compares their values; the behaviours are interfaces.
+	for _, f := range []struct {
+		name      string
+		x, y      any
+		behaviour bool
+	}{
+		{"Shared", a.Shared, b.Shared, false},
+		{"Reentrant", a.Reentrant, b.Reentrant, false},
+		{"Blocking", a.Blocking, b.Blocking, false},
+		{"TokenBlock", a.TokenBlock, b.TokenBlock, false},
+		{"MinTTL", a.MinTTL, b.MinTTL, false},
+		{"MaxTTL", a.MaxTTL, b.MaxTTL, false},
+		{"TTLReason", a.TTLReason, b.TTLReason, false},
+		{"Notifier", a.Notifier, b.Notifier, true},
+		{"BatchExtender", a.BatchExtender, b.BatchExtender, true},
+		{"Transferer", a.Transferer, b.Transferer, true},
+		{"Inspector", a.Inspector, b.Inspector, true},
+	} {
+		switch {
+		case !f.behaviour:
+			if f.x != f.y {
+				add(f.name, f.x, f.y)
+			}
+		case same && !sameBehaviour(f.x, f.y), !same && reflect.TypeOf(f.x) != reflect.TypeOf(f.y):
+			add(f.name, fmt.Sprintf("%T(%p)", f.x, f.x), fmt.Sprintf("%T(%p)", f.y, f.y))
+		}
 	}
 	if (a.CheckKey == nil) != (b.CheckKey == nil) ||
 		(same && a.CheckKey != nil && reflect.ValueOf(a.CheckKey).Pointer() != reflect.ValueOf(b.CheckKey).Pointer()) {
 		add("CheckKey", describeFunc(a.CheckKey), describeFunc(b.CheckKey))
-	}
-	for _, f := range []struct {
-		name string
-		x, y any
-	}{
-		{"Notifier", a.Notifier, b.Notifier},
-		{"BatchExtender", a.BatchExtender, b.BatchExtender},
-		{"Transferer", a.Transferer, b.Transferer},
-		{"Inspector", a.Inspector, b.Inspector},
-	} {
-		differ := reflect.TypeOf(f.x) != reflect.TypeOf(f.y)
-		if same {
-			differ = !sameBehaviour(f.x, f.y)
-		}
-		if differ {
-			add(f.name, fmt.Sprintf("%T(%p)", f.x, f.x), fmt.Sprintf("%T(%p)", f.y, f.y))
-		}
 	}
 	if len(diffs) == 0 {
 		return ""

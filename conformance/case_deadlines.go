@@ -193,13 +193,16 @@ func contestWithDeadlines(t *T, e *env, name string, how contest) string {
 	// Errors other than timeouts are logged and counted, not failures:
 	// the verdict is about safety, and a loaded machine makes backends
 	// return transient errors (which Lock does not yet ride out).
-	failure := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
+	note := func(err error) { // with mu held
 		errCount++
 		if len(errs) < 10 {
 			errs = append(errs, err)
 		}
+	}
+	failure := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		note(err)
 	}
 	began := time.Now()
 	end := began.Add(length)
@@ -274,10 +277,7 @@ func contestWithDeadlines(t *T, e *env, name string, how contest) string {
 							h.goneEarly = max(h.goneEarly, time.Until(deadline))
 						default:
 							if t.Context().Err() == nil {
-								errCount++
-								if len(errs) < 10 {
-									errs = append(errs, fmt.Errorf("client %d goroutine %d: Extend: %w", c, w, err))
-								}
+								note(fmt.Errorf("client %d goroutine %d: Extend: %w", c, w, err))
 							}
 						}
 						mu.Unlock()
@@ -310,10 +310,7 @@ func contestWithDeadlines(t *T, e *env, name string, how contest) string {
 						losses++
 					default:
 						if t.Context().Err() == nil {
-							errCount++
-							if len(errs) < 10 {
-								errs = append(errs, fmt.Errorf("client %d goroutine %d: Unlock: %w", c, w, err))
-							}
+							note(fmt.Errorf("client %d goroutine %d: Unlock: %w", c, w, err))
 						}
 					}
 					mu.Unlock()

@@ -13,21 +13,9 @@ func testBackendPaused(t *T, e *env) {
 	ma := e.mutex(t, e.client(t), key)
 	mb, mc := e.mutex(t, e.client(t), key), e.mutex(t, e.client(t), key)
 	la := lock(t, ma)
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			if err := f.Resume(t.Context()); err != nil {
-				t.Fatalf("Resume: %v", err)
-			}
-		}
-	}
-	t.Cleanup(resume)
 
 	// A short pause changes nothing.
-	if err := f.Pause(t.Context()); err != nil {
-		t.Fatalf("Pause: %v", err)
-	}
+	resume := pause(t, f)
 	time.Sleep(e.ttl * 3 / 10) // the length of the fault
 	resume()
 	if err := la.Extend(t.Context()); err != nil {
@@ -35,22 +23,14 @@ func testBackendPaused(t *T, e *env) {
 	}
 
 	// A long one loses the lock, by the deadline.
-	resumed = false
 	deadline := la.Deadline()
-	if err := f.Pause(t.Context()); err != nil {
-		t.Fatalf("Pause: %v", err)
-	}
+	resume = pause(t, f)
 	paused := time.Now()
 	within(t, la.Done(), time.Until(deadline)+e.slack, "the lost signal while the backend is paused")
 	time.Sleep(time.Until(paused.Add(2 * e.ttl))) // the length of the fault
 	resume()
 
-	ctx, cancel := contextWithTimeout(t, 2*e.ttl+e.slack)
-	defer cancel()
-	lb, err := mb.Lock(ctx)
-	if err != nil {
-		t.Fatalf("Lock after the pause: %v", err)
-	}
+	lb := lockWithin(t, mb, 2*e.ttl+e.slack, "Lock after the pause")
 	expectLocked(t, mc, "one client holds the lock after the pause", lb)
 	unlock(t, lb)
 }
@@ -76,14 +56,30 @@ func testBackendRestarted(t *T, e *env) {
 			unlock(t, la)
 		}
 	}
-	ctx, cancel := contextWithTimeout(t, 2*e.ttl+e.slack)
-	defer cancel()
-	lb, err := mb.Lock(ctx)
-	if err != nil {
-		t.Fatalf("Lock after the restart: %v", err)
-	}
+	lb := lockWithin(t, mb, 2*e.ttl+e.slack, "Lock after the restart")
 	if after := lb.Token(); before != 0 && after <= before {
 		t.Errorf("fencing token after the restart: got %d, want more than %d", after, before)
 	}
 	unlock(t, lb)
+}
+
+// pause pauses the backend with f's hooks and returns what resumes it: a
+// function that may be called more than once and resumes once, and that the
+// test's cleanup calls too, so that a test that fails while the backend is
+// paused leaves it running.
+func pause(t *T, f *Faults) (resume func()) {
+	resumed := false
+	resume = func() {
+		if !resumed {
+			resumed = true
+			if err := f.Resume(t.Context()); err != nil {
+				t.Fatalf("Resume: %v", err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	if err := f.Pause(t.Context()); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	return resume
 }

@@ -52,47 +52,18 @@ func testManualExtend(t *T, e *env) {
 	if err := la.Err(); !errors.Is(err, dlock.ErrLockLost) {
 		t.Errorf("Err of a lapsed lease: got %v, want ErrLockLost", err)
 	}
-	ctx, cancel := contextWithTimeout(t, e.ttl+e.slack)
-	defer cancel()
-	lb, err := mb.Lock(ctx)
-	if err != nil {
-		t.Fatalf("Lock after the lease lapsed: %v", err)
-	}
+	lb := lockWithin(t, mb, e.ttl+e.slack, "Lock after the lease lapsed")
 	unlock(t, lb)
 }
 
 func testLostOnDelete(t *T, e *env) {
-	if e.h.Tamper == nil {
-		t.Skipf("the harness has no Tamper hook")
-	}
-	key := e.key("deleted")
-	ma, mb := e.mutex(t, e.client(t), key), e.mutex(t, e.client(t), key)
-	la := lock(t, ma)
-	if err := e.h.Tamper(t.Context(), key, false); err != nil {
-		t.Fatalf("Tamper: %v", err)
-	}
-	within(t, la.Done(), e.ttl+e.slack, "the lost signal after the lock was deleted")
-	if err := la.Err(); !errors.Is(err, dlock.ErrLockLost) {
-		t.Errorf("Err: got %v, want ErrLockLost", err)
-	}
+	la, mb := lostByTamper(t, e, "deleted", false, "the lock was deleted")
 	_ = la.Unlock(t.Context())
 	expectFree(t, mb, "the lock was deleted")
 }
 
 func testLostOnOverwrite(t *T, e *env) {
-	if e.h.Tamper == nil {
-		t.Skipf("the harness has no Tamper hook")
-	}
-	key := e.key("overwritten")
-	ma, mb := e.mutex(t, e.client(t), key), e.mutex(t, e.client(t), key)
-	la := lock(t, ma)
-	if err := e.h.Tamper(t.Context(), key, true); err != nil {
-		t.Fatalf("Tamper: %v", err)
-	}
-	within(t, la.Done(), e.ttl+e.slack, "the lost signal after the lock was taken over")
-	if err := la.Err(); !errors.Is(err, dlock.ErrLockLost) {
-		t.Errorf("Err: got %v, want ErrLockLost", err)
-	}
+	la, mb := lostByTamper(t, e, "overwritten", true, "the lock was taken over")
 	if err := la.Unlock(t.Context()); !errors.Is(err, dlock.ErrLockLost) {
 		t.Errorf("Unlock of the lost lease: got %v, want ErrLockLost", err)
 	}
@@ -118,12 +89,7 @@ func testRenewalBlocked(t *T, e *env) {
 	if late := time.Since(deadline); late > e.slack {
 		t.Errorf("the lost signal fired %v after the validity deadline", late)
 	}
-	ctx, cancel := contextWithTimeout(t, time.Until(acquired.Add(e.ttl+e.slack)))
-	defer cancel()
-	lb, err := mb.Lock(ctx)
-	if err != nil {
-		t.Fatalf("contender's Lock: got %v, want the lock within TTL plus a margin", err)
-	}
+	lb := lockWithin(t, mb, time.Until(acquired.Add(e.ttl+e.slack)), "contender's Lock")
 	unlock(t, lb)
 }
 
@@ -198,4 +164,26 @@ func testRenewalFailureIsolated(t *T, e *env) {
 			unlock(t, l)
 		}
 	}
+}
+
+// lostByTamper locks a key on a client of its own, has the harness delete
+// the lock behind the holder's back (or, with overwrite, take it over for
+// a stranger), and checks that the lost signal comes within a TTL with an
+// Err wrapping ErrLockLost; what says what happened, for the messages. It
+// returns the lost lease and a mutex of the same key on another client.
+func lostByTamper(t *T, e *env, name string, overwrite bool, what string) (dlock.Lease, dlock.Mutex) {
+	if e.h.Tamper == nil {
+		t.Skipf("the harness has no Tamper hook")
+	}
+	key := e.key(name)
+	ma, mb := e.mutex(t, e.client(t), key), e.mutex(t, e.client(t), key)
+	la := lock(t, ma)
+	if err := e.h.Tamper(t.Context(), key, overwrite); err != nil {
+		t.Fatalf("Tamper: %v", err)
+	}
+	within(t, la.Done(), e.ttl+e.slack, "the lost signal after "+what)
+	if err := la.Err(); !errors.Is(err, dlock.ErrLockLost) {
+		t.Errorf("Err: got %v, want ErrLockLost", err)
+	}
+	return la, mb
 }

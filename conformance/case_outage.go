@@ -47,19 +47,7 @@ func testLockWaitsThroughRestart(t *T, e *env) {
 	mc := e.mutex(t, cc, key)
 	waiting = startLock(t, mc)
 	waitFor(t, e.ttl+e.slack, "C waiting for the lock", func() bool { return cc.Waiters(key) == 1 })
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			if err := f.Resume(t.Context()); err != nil {
-				t.Fatalf("Resume: %v", err)
-			}
-		}
-	}
-	t.Cleanup(resume)
-	if err := f.Pause(t.Context()); err != nil {
-		t.Fatalf("Pause: %v", err)
-	}
+	resume := pause(t, f)
 	time.Sleep(e.ttl * 3 / 2) // the length of the fault
 	resume()
 	releaseBestEffort(t, e, lb)

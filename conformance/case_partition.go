@@ -111,12 +111,7 @@ func testPartitionedHolder(t *T, e *env) {
 	time.Sleep(e.ttl / 2) // hold long enough for a renewal to go through
 	cutAt := cut(t, link)
 
-	ctx, cancel := contextWithTimeout(t, time.Until(cutAt.Add(e.ttl+e.slack)))
-	defer cancel()
-	lb, err := mb.Lock(ctx)
-	if err != nil {
-		t.Fatalf("another client's Lock while the holder is cut off: got %v, want the lock within the TTL (%v) of the cut plus a margin", err, e.ttl)
-	}
+	lb := lockWithin(t, mb, time.Until(cutAt.Add(e.ttl+e.slack)), "another client's Lock while the holder is cut off")
 	granted := time.Now()
 	select {
 	case <-la.Done():
@@ -156,10 +151,7 @@ func testPartitionedHolder(t *T, e *env) {
 	key = e.key("partitioned-driver")
 	da, dlink := e.linkedDriver(t)
 	db, dc := e.driver(t), e.driver(t)
-	stale, err := da.Acquire(t.Context(), e.request(key, e.ttl))
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	stale := e.acquire(t, da, key)
 	cutAt = cut(t, dlink)
 	fresh := e.pollAcquire(t, db, key, cutAt.Add(e.ttl+e.slack), "another client's grant while the holder is cut off")
 	restore(t, dlink)

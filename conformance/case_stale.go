@@ -40,10 +40,7 @@ func (e *env) expectIntact(t *T, probe driver.Driver, key string, lb driver.Leas
 func testStaleUnlock(t *T, e *env) {
 	key := e.key("stale-unlock")
 	da, db, dc := e.driver(t), e.driver(t), e.driver(t)
-	la, err := da.Acquire(t.Context(), e.request(key, e.ttl))
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	la := e.acquire(t, da, key)
 	lb := e.takeOver(t, db, key)
 	if err := la.Release(t.Context()); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("stale holder's Release: got %v, want ErrNotHeld", err)
@@ -70,10 +67,7 @@ func testStaleExtend(t *T, e *env) {
 	da, db, dc := e.driver(t), e.driver(t), e.driver(t)
 
 	// Renewal after expiry must not resurrect a free lock.
-	la, err := da.Acquire(t.Context(), e.request(key, e.ttl))
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	la := e.acquire(t, da, key)
 	lb := e.takeOver(t, db, key)
 	if err := lb.Release(t.Context()); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -105,10 +99,7 @@ func testReleaseRacingExpiry(t *T, e *env) {
 		}
 		key := e.key("race")
 		started := time.Now()
-		la, err := da.Acquire(t.Context(), e.request(key, e.ttl))
-		if err != nil {
-			t.Fatalf("Acquire: %v", err)
-		}
+		la := e.acquire(t, da, key)
 		// A contender polls hard, to take the lock the moment it is free.
 		got := make(chan driver.Lease, 1)
 		stop := make(chan struct{})
@@ -127,7 +118,7 @@ func testReleaseRacingExpiry(t *T, e *env) {
 			}
 		}()
 		time.Sleep(time.Until(started.Add(e.ttl - lead))) // schedule the race
-		err = la.Release(t.Context())
+		err := la.Release(t.Context())
 		if err != nil && !errors.Is(err, driver.ErrNotHeld) {
 			close(stop)
 			t.Fatalf("Release: %v", err)
@@ -160,12 +151,7 @@ func testExpiryAfterHolderVanishes(t *T, e *env) {
 	_ = da.Close() // the holder vanishes: its connection ends, nothing is released
 
 	mb := e.mutex(t, e.client(t), key)
-	ctx, cancel := contextWithTimeout(t, time.Until(acquired.Add(e.ttl+e.slack)))
-	defer cancel()
-	lb, err := mb.Lock(ctx)
-	if err != nil {
-		t.Fatalf("Lock after the holder vanished: got %v, want the lock within TTL %v plus a margin", err, e.ttl)
-	}
+	lb := lockWithin(t, mb, time.Until(acquired.Add(e.ttl+e.slack)), "Lock after the holder vanished")
 	select {
 	case <-la.Done():
 	default:

@@ -87,6 +87,18 @@ func (e *env) rwmutex(t *T, c *dlock.Client, key string, opts ...dlock.Option) d
 	return m
 }
 
+// lockWithin locks m, failing t when the lock is not granted within d;
+// what names the Lock in the message.
+func lockWithin(t *T, m dlock.Mutex, d time.Duration, what string) dlock.Lease {
+	ctx, cancel := contextWithTimeout(t, d)
+	defer cancel()
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatalf("%s: got %v, want the lock within %v", what, err, d)
+	}
+	return l
+}
+
 // lock takes m or fails the case.
 func lock(t *T, m dlock.Mutex) dlock.Lease {
 	l, err := m.Lock(t.Context())
@@ -146,6 +158,15 @@ func within(t *T, ch <-chan struct{}, d time.Duration, what string) {
 	case <-t.Context().Done():
 		t.Fatalf("%s: case ran out of time", what)
 	}
+}
+
+// acquire takes key on d for the run's TTL, failing t when it cannot.
+func (e *env) acquire(t *T, d driver.Driver, key string) driver.Lease {
+	l, err := d.Acquire(t.Context(), e.request(key, e.ttl))
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	return l
 }
 
 // request makes a driver-level request for key.

@@ -84,14 +84,8 @@ func hold(t *testing.T, key string, opts ...dlock.Option) (dlock.Lease, *dlock.C
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	m, err := c.Mutex(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testkit.Mutex(t, c, key)
+	l := testkit.Lock(t, t.Context(), m)
 	return l, c
 }
 

@@ -131,10 +131,7 @@ func testLeaderKilled(t *testing.T, c *testserver.EtcdCluster) {
 	var lockErrs, lost atomic.Int64
 	for range 4 {
 		client := openCluster(t, c.Addrs()...)
-		m, err := client.Mutex(key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := testkit.Mutex(t, client, key)
 		for range 2 {
 			wg.Go(func() {
 				for ctx.Err() == nil {
@@ -163,10 +160,7 @@ func testLeaderKilled(t *testing.T, c *testserver.EtcdCluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := holder.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := testkit.Lock(t, ctx, holder)
 	waiterM, err := openCluster(t, c.Addrs()...).Mutex(heldKey)
 	if err != nil {
 		t.Fatal(err)
@@ -268,14 +262,8 @@ func testMemberFrozen(t *testing.T, c *testserver.EtcdCluster, leaderToo bool) {
 	}
 	key := testkit.Key(t)
 	holderClient := openCluster(t, c.Members[frozen].Addr())
-	hm, err := holderClient.Mutex(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, err := hm.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hm := testkit.Mutex(t, holderClient, key)
+	held := testkit.Lock(t, ctx, hm)
 	cm, err := openCluster(t, others...).Mutex(key)
 	if err != nil {
 		t.Fatal(err)

@@ -185,19 +185,13 @@ func TestLockRidesOutPartition(t *testing.T) {
 	// The holder holds through a Client, which renews its lock for as
 	// long as the case needs.
 	hc := testkit.Client(t, holder, dlock.WithTTL(testTTL))
-	hm, err := hc.Mutex(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hm := testkit.Mutex(t, hc, key)
 	l, err := hm.TryLock(ctxFor(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Unlock(context.Background())
-	m, err := c.Mutex(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testkit.Mutex(t, c, key)
 
 	type outcome struct {
 		l   dlock.Lease
@@ -313,10 +307,7 @@ func TestLostSignal(t *testing.T) {
 		c := testkit.Client(t, newTestDriver(t, cli), dlock.WithTTL(testTTL))
 		key := testkit.Key(t)
 		m, _ := c.Mutex(key)
-		l, err := m.Lock(ctxFor(t))
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := testkit.Lock(t, ctxFor(t), m)
 		if _, err := cli.Delete(ctxFor(t), namesOf(DefaultKeyPrefix, key).dir, clientv3.WithPrefix()); err != nil {
 			t.Fatal(err)
 		}

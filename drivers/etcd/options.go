@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/driveropt"
 )
 
 // DefaultKeyPrefix is the prefix of every etcd name the driver uses, unless
@@ -40,13 +40,7 @@ func defaultOptions() options {
 // use the same prefix. It must not end with '/' (the driver adds one); it
 // may be empty. Default: [DefaultKeyPrefix] ("dlock").
 func WithKeyPrefix(prefix string) Option {
-	return func(o *options) error {
-		if err := checkPrefix(prefix); err != nil {
-			return fmt.Errorf("%w: etcd prefix: %w", dlock.ErrInvalidOption, err)
-		}
-		o.prefix = prefix
-		return nil
-	}
+	return driveropt.Checked("etcd prefix", checkPrefix(prefix), func(o *options) { o.prefix = prefix })
 }
 
 // WithSessionTTL sets the TTL of the Driver's session lease: how long etcd
@@ -56,13 +50,7 @@ func WithKeyPrefix(prefix string) Option {
 // is 1.5 election timeouts, rounded up). Mutexes of the Driver may not have
 // a longer TTL (see "Capabilities"). Default: [DefaultSessionTTL] (15 s).
 func WithSessionTTL(ttl time.Duration) Option {
-	return func(o *options) error {
-		if err := checkSessionTTL(ttl); err != nil {
-			return fmt.Errorf("%w: etcd session TTL: %w", dlock.ErrInvalidOption, err)
-		}
-		o.ttl = ttl
-		return nil
-	}
+	return driveropt.Checked("etcd session TTL", checkSessionTTL(ttl), func(o *options) { o.ttl = ttl })
 }
 
 func checkPrefix(prefix string) error {

@@ -33,17 +33,13 @@ func init() {
 }
 
 // open is the dlock.OpenFunc of the URL scheme(s) this package registers.
-var open = urlparams.Opener(connect)
+var open = urlparams.Opener(urlparams.Parsed(parseURL, connect))
 
 // connect makes a clientv3 client from u, checks that the cluster answers a
 // linearizable read, and returns a Driver that owns the client. The client
 // dials lazily and retries in the background: the read, bounded by ctx, is
 // what tells a cluster that answers from an address where nothing does.
-func connect(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
-	cfg, o, err := parseURL(u)
-	if err != nil {
-		return nil, err
-	}
+func connect(ctx context.Context, u *url.URL, cfg clientv3.Config, o options, _ time.Duration) (driver.Driver, error) {
 	// The client's own context lives as long as the client, but must end if
 	// ctx ends while New still works: with a user name, New authenticates,
 	// and waits for the cluster as long as that context lives.

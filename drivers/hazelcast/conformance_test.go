@@ -13,6 +13,7 @@ import (
 	"github.com/dlock-go/dlock/conformance/containerfaults"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/internal/urlparams"
 )
 
 // conformanceTTL is the TTL of the conformance run: a member ends leases in
@@ -47,7 +48,7 @@ func TestConformance(t *testing.T) {
 		// URL's connect_timeout=2s sets, but without bounding the first
 		// connection by 2 s too, which a loaded machine could miss).
 		NewDriver: func(ctx context.Context) (driver.Driver, error) {
-			return start(ctx, u, 2*time.Second)
+			return urlparams.Parsed(parseURL, start)(ctx, u, 2*time.Second)
 		},
 		TTL:       conformanceTTL,
 		ExpiryLag: 2 * time.Second, // members end leases in whole-second batches

@@ -30,9 +30,7 @@ func TestGrantHoldsTwiceWithOwnLockOwner(t *testing.T) {
 	if err := l.Release(ctxFor(t)); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if d.locked(t, key) {
-		t.Fatal("the lock is still held after Release")
-	}
+	d.expectFree(t, key, "the lock is still held after Release")
 
 	// A second acquisition, by the same Driver, has an owner of its own.
 	l2 := d.acquire(t, key)
@@ -100,9 +98,7 @@ func TestExtendDoesNotResurrectALapsedLock(t *testing.T) {
 	if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("Extend of a lapsed lock: %v, want ErrNotHeld", err)
 	}
-	if d.locked(t, key) {
-		t.Fatal("Extend of a lapsed lock left it held, want it free")
-	}
+	d.expectFree(t, key, "Extend of a lapsed lock left it held, want it free")
 	if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("second Extend: %v, want ErrNotHeld", err)
 	}
@@ -211,9 +207,7 @@ func TestExtendWithUnknownOutcome(t *testing.T) {
 			if err := l.Release(ctxFor(t)); err != nil {
 				t.Errorf("Release after an unknown outcome: %v", err)
 			}
-			if d.locked(t, key) {
-				t.Error("the lock is still held after Release")
-			}
+			d.expectFree(t, key, "the lock is still held after Release")
 		})
 	}
 }
@@ -234,9 +228,7 @@ func TestReleaseWithUnknownOutcome(t *testing.T) {
 	if err := l.Release(ctxFor(t)); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("second Release: %v, want ErrNotHeld", err)
 	}
-	if d.locked(t, key) {
-		t.Error("the lock is still held")
-	}
+	d.expectFree(t, key, "the lock is still held")
 }
 
 // A failed read of the fencing counter beside the tryLock costs a second
@@ -278,9 +270,7 @@ func TestAcquireWithUnknownOutcomeLeavesNothing(t *testing.T) {
 			if _, err := d.Acquire(ctxFor(t), testkit.Request(key, testTTL)); !errors.Is(err, errLostAnswer) {
 				t.Fatalf("Acquire whose %s lost its answer: %v, want that error", tc.name, err)
 			}
-			if d.locked(t, key) {
-				t.Fatal("a failed Acquire left the lock held")
-			}
+			d.expectFree(t, key, "a failed Acquire left the lock held")
 		})
 	}
 }
@@ -301,9 +291,7 @@ func TestSlowGrantIsGivenBack(t *testing.T) {
 	if _, err := d.Acquire(ctxFor(t), testkit.Request(key, MinTTL)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("Acquire confirmed too late: %v, want ErrLocked", err)
 	}
-	if d.locked(t, key) {
-		t.Fatal("a grant confirmed too late was left held")
-	}
+	d.expectFree(t, key, "a grant confirmed too late was left held")
 }
 
 // An Extend slower than the lease it set may have seen that lease run out
@@ -327,9 +315,7 @@ func TestSlowExtendIsALoss(t *testing.T) {
 	if err := l.Release(ctxFor(t)); err != nil {
 		t.Errorf("Release: %v", err)
 	}
-	if d.locked(t, key) {
-		t.Fatal("the lock is still held")
-	}
+	d.expectFree(t, key, "the lock is still held")
 }
 
 func TestUnsupportedRequests(t *testing.T) {

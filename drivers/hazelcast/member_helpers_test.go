@@ -118,6 +118,15 @@ func (m *memberDriver) locked(tb testing.TB, key string) bool {
 	return ok
 }
 
+// expectFree fails tb with the message held when the member holds key's
+// lock for anyone.
+func (m *memberDriver) expectFree(tb testing.TB, key, held string) {
+	tb.Helper()
+	if m.locked(tb, key) {
+		tb.Fatal(held)
+	}
+}
+
 // holds returns how many times l's owner holds its lock, found by leaving
 // the lock until the member refuses: the lock is free afterwards (for l's
 // owner), so call it last.

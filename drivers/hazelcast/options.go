@@ -50,13 +50,7 @@ func (o *options) apply(opts []Option) error { return driveropt.Apply(o, opts) }
 // DefaultMap). The fencing counters live in the map of that name plus
 // FenceSuffix. Clients that must exclude each other use the same name.
 func WithMap(name string) Option {
-	return func(o *options) error {
-		if err := checkMapName(name); err != nil {
-			return fmt.Errorf("%w: hazelcast map name: %v", dlock.ErrInvalidOption, err)
-		}
-		o.mapName = name
-		return nil
-	}
+	return driveropt.Checked("hazelcast map name", checkMapName(name), func(o *options) { o.mapName = name })
 }
 
 // WithWaitSlice sets how long one server-side wait of Acquire lasts (default

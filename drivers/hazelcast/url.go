@@ -53,18 +53,14 @@ var logLevels = []logger.Level{logger.OffLevel, logger.FatalLevel, logger.ErrorL
 func init() { dlock.Register(Scheme, open) }
 
 // open is the dlock.OpenFunc of the scheme.
-var open = urlparams.Opener(start)
+var open = urlparams.Opener(urlparams.Parsed(parseURL, start))
 
 // start connects the scheme (see urlparams.Opener): it starts a client from
 // u, waits until it is connected (bounded by ctx, within which the client
 // retries its first connection), and returns a Driver that owns it. A
 // connect_timeout also bounds each connection attempt of the client's, then
 // and later (the client's ConnectionTimeout).
-func start(ctx context.Context, u *url.URL, timeout time.Duration) (driver.Driver, error) {
-	cfg, o, err := parseURL(u)
-	if err != nil {
-		return nil, err
-	}
+func start(ctx context.Context, u *url.URL, cfg hazelcast.Config, o options, timeout time.Duration) (driver.Driver, error) {
 	if timeout > 0 {
 		cfg.Cluster.Network.ConnectionTimeout = types.Duration(timeout)
 	}

@@ -31,10 +31,7 @@ func BenchmarkUncontended(b *testing.B) {
 	mc := w.client(b, server.URL)
 	c := testkit.Client(b, newTestDriver(b, mc), dlock.WithTTL(15*time.Second))
 	key := testkit.Key(b)
-	m, err := c.Mutex(key)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := testkit.Mutex(b, c, key)
 	rawKey := namesOf("bench-raw:", key).lock
 	ctx := context.Background()
 	var raw, lib time.Duration
@@ -48,10 +45,7 @@ func BenchmarkUncontended(b *testing.B) {
 			b.Fatal(err)
 		}
 		r1, t1 := w.requests.Load(), time.Now()
-		l, err := m.Lock(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
+		l := testkit.Lock(b, ctx, m)
 		if err := l.Unlock(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -87,10 +81,7 @@ func BenchmarkHandoff(b *testing.B) {
 			lockers := make([]func(context.Context) (func(), error), workers)
 			for i := range lockers {
 				c := testkit.Client(b, newTestDriver(b, w.client(b, server.URL)), dlock.WithTTL(15*time.Second))
-				m, err := c.Mutex(key)
-				if err != nil {
-					b.Fatal(err)
-				}
+				m := testkit.Mutex(b, c, key)
 				lockers[i] = func(ctx context.Context) (func(), error) {
 					l, err := m.Lock(ctx)
 					if err != nil {

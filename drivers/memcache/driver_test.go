@@ -458,10 +458,7 @@ func TestExpiryAfterHolderVanishes(t *testing.T) {
 	key := testkit.Key(t)
 	ma, _ := ca.Mutex(key)
 	mb, _ := cb.Mutex(key)
-	la, err := ma.Lock(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	la := testkit.Lock(t, ctxFor(t), ma)
 	acquired, deadline := time.Now(), la.Deadline()
 	lost := make(chan time.Time, 1)
 	go func() {

@@ -93,14 +93,8 @@ func TestEvictionLosesLock(t *testing.T) {
 	// eviction. Renewal reads and rewrites the item, which protects it in
 	// memcached's LRU, so fill until it is gone.
 	c := testkit.Client(t, newTestDriver(t, newMCAt(t, url)), dlock.WithTTL(testTTL))
-	m, err := c.Mutex(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease, err := m.Lock(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testkit.Mutex(t, c, key)
+	lease := testkit.Lock(t, ctxFor(t), m)
 	deadline := time.Now().Add(30 * time.Second)
 	for round := 1; ; round++ {
 		fill(t, addr, name, 32, round, 60000) // the core's IDs are 32 hex digits

@@ -90,14 +90,9 @@ func TestHostileKeys(t *testing.T) {
 	}
 	flushes := stat(t, addr, "cmd_flush")
 
-	run := testkit.Key(t) // keeps this run's keys apart from earlier runs'
 	keys := hostileKeys()
 	var leases []driver.Lease
-	for _, k := range keys {
-		key := run + k
-		if len(key) > 1024 {
-			key = key[len(key)-1024:]
-		}
+	for _, key := range testkit.RunKeys(t, keys) {
 		req := driver.Request{Key: key, ID: testkit.NewID(), TTL: testTTL}
 		l, err := d1.Acquire(ctxFor(t), req)
 		if err != nil {

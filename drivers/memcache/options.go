@@ -1,10 +1,6 @@
 package memcache
 
-import (
-	"fmt"
-
-	"github.com/dlock-go/dlock"
-)
+import "github.com/dlock-go/dlock/internal/driveropt"
 
 // DefaultKeyPrefix starts the name of every memcached item the driver uses,
 // unless [WithKeyPrefix] sets another.
@@ -29,11 +25,5 @@ func defaultOptions() options {
 // Drivers contend for the same lock only when they use the same prefix.
 // Default: [DefaultKeyPrefix] ("dlock:").
 func WithKeyPrefix(prefix string) Option {
-	return func(o *options) error {
-		if err := checkPrefix(prefix); err != nil {
-			return fmt.Errorf("%w: memcached key prefix: %w", dlock.ErrInvalidOption, err)
-		}
-		o.prefix = prefix
-		return nil
-	}
+	return driveropt.Checked("memcached key prefix", checkPrefix(prefix), func(o *options) { o.prefix = prefix })
 }

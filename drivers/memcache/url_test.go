@@ -72,14 +72,8 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open(%q): %v", raw, err)
 		}
-		m, err := c.Mutex(testkit.Key(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := m.Lock(ctxFor(t))
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := testkit.Mutex(t, c, testkit.Key(t))
+		l := testkit.Lock(t, ctxFor(t), m)
 		if err := l.Unlock(ctxFor(t)); err != nil {
 			t.Fatal(err)
 		}
@@ -146,10 +140,7 @@ func TestCoreOverDriver(t *testing.T) {
 	key := testkit.Key(t)
 	m1, _ := c1.Mutex(key)
 	m2, _ := c2.Mutex(key)
-	l1, err := m1.Lock(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l1 := testkit.Lock(t, ctxFor(t), m1)
 	if left := time.Until(l1.Deadline()); left > 2900*time.Millisecond || left < 2*time.Second {
 		t.Errorf("deadline %v away, want just under the 2.9 s a 5 s TTL is guaranteed", left)
 	}

@@ -88,10 +88,7 @@ func lockers(b *testing.B, kind string, n int) []locker {
 	switch kind {
 	case "dlock":
 		c := benchClient(b, WithMaxConns(max(n, 2)))
-		m, err := c.Mutex(key)
-		if err != nil {
-			b.Fatal(err)
-		}
+		m := testkit.Mutex(b, c, key)
 		for i := range out {
 			out[i] = &dlockLocker{m: m}
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // A caller's *pgxpool.Pool works as it is, and stays open after the client
@@ -29,14 +30,8 @@ func TestNewFromPgxpool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.Mutex("pgxpool-test/" + t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testkit.Mutex(t, c, "pgxpool-test/"+t.Name())
+	l := testkit.Lock(t, ctx, m)
 	if l.Token() == 0 {
 		t.Error("no fencing token")
 	}

@@ -42,17 +42,13 @@ func init() {
 }
 
 // open is the dlock.OpenFunc of the URL scheme(s) this package registers.
-var open = urlparams.Opener(connect)
+var open = urlparams.Opener(urlparams.Parsed(parseURL, connect))
 
 // connect makes a Driver that dials its own connections, and connects once,
 // bounded by ctx, so that a wrong address, password or database, or missing
 // privileges for the migration, fail here. A connect_timeout, which libpq
 // spells the same, also bounds each later dial, as it would in libpq.
-func connect(ctx context.Context, u *url.URL, timeout time.Duration) (driver.Driver, error) {
-	cfg, opts, err := parseURL(u)
-	if err != nil {
-		return nil, err
-	}
+func connect(ctx context.Context, u *url.URL, cfg *pgconn.Config, opts []Option, timeout time.Duration) (driver.Driver, error) {
 	if timeout > 0 {
 		cfg.ConnectTimeout = timeout
 	}

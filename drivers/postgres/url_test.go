@@ -63,10 +63,7 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("dlock.Open(%s://...): %v", scheme, err)
 		}
-		m, err := c.Mutex(testkit.Key(t))
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := testkit.Mutex(t, c, testkit.Key(t))
 		l, err := m.Lock(ctx)
 		if err != nil {
 			t.Fatalf("Lock: %v", err)

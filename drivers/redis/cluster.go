@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"time"
@@ -28,16 +29,12 @@ func init() {
 }
 
 // openCluster is the dlock.OpenFunc of the Cluster schemes.
-var openCluster = urlparams.Opener(connectCluster)
+var openCluster = urlparams.Opener(urlparams.Parsed(parseClusterURL, connectCluster))
 
 // connectCluster opens the Cluster schemes (see urlparams.Opener): it makes
 // a go-redis ClusterClient from u, checks that the cluster answers, and
 // returns a Driver that owns the client.
-func connectCluster(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
-	opt, o, err := parseClusterURL(u)
-	if err != nil {
-		return nil, err
-	}
+func connectCluster(ctx context.Context, u *url.URL, opt *goredis.ClusterOptions, o options, _ time.Duration) (driver.Driver, error) {
 	return openOwned(ctx, u, goredis.NewClusterClient(opt), o)
 }
 
@@ -49,17 +46,9 @@ func parseClusterURL(u *url.URL) (*goredis.ClusterOptions, options, error) {
 	bad := func(format string, args ...any) (*goredis.ClusterOptions, options, error) {
 		return nil, o, urlparams.Invalid(u, format, args...)
 	}
-	scheme := strings.ToLower(u.Scheme)
-	nodeScheme := Scheme
-	switch scheme {
-	case SchemeCluster:
-	case SchemeClusterTLS:
-		nodeScheme = SchemeTLS
-	default:
-		return bad("scheme %q: want %s:// or %s://", u.Scheme, SchemeCluster, SchemeClusterTLS)
-	}
-	if u.Opaque != "" {
-		return bad("want %s://[[user]:password@]host1[:port],host2[:port],...", scheme)
+	nodeScheme, err := multiNodeScheme(u, SchemeCluster, SchemeClusterTLS, "")
+	if err != nil {
+		return nil, o, err
 	}
 	if p := strings.TrimPrefix(u.Path, "/"); p != "" && p != "0" {
 		return bad("a Cluster has database 0 only, not %q", p)
@@ -75,12 +64,9 @@ func parseClusterURL(u *url.URL) (*goredis.ClusterOptions, options, error) {
 	// Each node address goes through the single-node checks (port range,
 	// IPv6 brackets) and gets the default port.
 	for i, h := range hosts {
-		if h == "" {
-			return bad("node %d has an empty address", i+1)
-		}
-		opt, _, err := parseURL(&url.URL{Scheme: nodeScheme, Host: h})
+		opt, _, err := parseNode(&url.URL{Scheme: nodeScheme, Host: h}, fmt.Sprintf("node %d", i+1))
 		if err != nil {
-			return bad("node %d: %s", i+1, strings.TrimPrefix(err.Error(), dlock.ErrInvalidURL.Error()+": "))
+			return bad("%v", err)
 		}
 		hosts[i] = opt.Addr
 	}

@@ -130,10 +130,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 				d.markQueued(n, true)
 			}
 		}
-		if ctxErr := ctxErr(ctx); ctxErr != nil {
-			return nil, ctxErr
-		}
-		return nil, d.opErr(err)
+		return nil, d.callErr(ctx, err)
 	}
 	if waiter != "" {
 		d.markQueued(n, !g.ok)
@@ -238,6 +235,15 @@ func ctxErr(ctx context.Context) error {
 		<-ctx.Done()
 	}
 	return ctx.Err()
+}
+
+// callErr is the error of a call whose command failed with err: ctx's when
+// ctx ended (see ctxErr), opErr's otherwise.
+func (d *Driver) callErr(ctx context.Context, err error) error {
+	if cerr := ctxErr(ctx); cerr != nil {
+		return cerr
+	}
+	return d.opErr(err)
 }
 
 // opErr turns the error of a command into what the core expects: ErrClosed

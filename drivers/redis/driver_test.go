@@ -485,14 +485,9 @@ func TestCloseKeepsCallersClient(t *testing.T) {
 func TestHostileKeysAreDistinctLocks(t *testing.T) {
 	rdb := newRDB(t)
 	d1, d2 := newTestDriver(t, rdb), newTestDriver(t, newRDB(t))
-	run := testkit.Key(t) // keeps this run's keys apart from earlier runs'
 	keys := hostileKeys()
 	var leases []driver.Lease
-	for _, k := range keys {
-		key := run + k
-		if len(key) > 1024 {
-			key = key[len(key)-1024:]
-		}
+	for _, key := range testkit.RunKeys(t, keys) {
 		leases = append(leases, mustAcquire(t, d1, testkit.Request(key, 10*time.Second)))
 		if _, err := d2.Acquire(ctxFor(t), testkit.Request(key, time.Second)); !errors.Is(err, driver.ErrLocked) {
 			t.Fatalf("Acquire(%q) while held: got %v, want ErrLocked", key, err)
@@ -538,10 +533,7 @@ func TestCoreOverDriver(t *testing.T) {
 	key := testkit.Key(t)
 	m1, _ := c1.Mutex(key)
 	m2, _ := c2.Mutex(key)
-	l1, err := m1.Lock(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l1 := testkit.Lock(t, ctxFor(t), m1)
 	waiter := testkit.Go(func() (dlock.Lease, error) { return m2.Lock(ctxFor(t)) })
 	time.Sleep(50 * time.Millisecond) // let the waiter block
 	start := time.Now()

@@ -43,10 +43,7 @@ func TestWaitingClientsServedInOrder(t *testing.T) {
 	key := testkit.Key(t)
 	holder, first, second, barger := newClient(), newClient(), newClient(), newClient()
 	mutex := func(c *dlock.Client) dlock.Mutex {
-		m, err := c.Mutex(key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := testkit.Mutex(t, c, key)
 		return m
 	}
 	held, err := mutex(holder).Lock(ctxFor(t))
@@ -104,10 +101,7 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 	c2 := testkit.Client(t, newTestDriver(t, newRDB(t)), dlock.WithTTL(5*time.Second))
 	m1, _ := c1.Mutex(key)
 	m2, _ := c2.Mutex(key)
-	held, err := m1.Lock(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := testkit.Lock(t, ctxFor(t), m1)
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	gaveUp := make(chan error, 1)
 	go func() {
@@ -143,11 +137,7 @@ func TestFreeLockGoesToQueueHead(t *testing.T) {
 	ctx := ctxFor(t)
 	held := mustAcquire(t, holder, testkit.Request(key, 5*time.Second))
 
-	waiting := testkit.Request(key, 5*time.Second)
-	waiting.Wait = true
-	if _, err := head.Acquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
-		t.Fatalf("waiting request while held: got %v, want ErrLocked", err)
-	}
+	waiting := queueWaiting(t, ctx, head, key)
 	if _, err := other.Acquire(ctx, testkit.Request(key, 5*time.Second)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("TryLock while held: got %v, want ErrLocked", err)
 	}
@@ -167,6 +157,19 @@ func TestFreeLockGoesToQueueHead(t *testing.T) {
 	_ = l.Release(ctx)
 }
 
+// queueWaiting makes a waiting request (Wait) for key, held by someone
+// else, and has d send it once, which queues it and must find the lock
+// taken; the request is returned for the waiter's later tries.
+func queueWaiting(t *testing.T, ctx context.Context, d *Driver, key string) driver.Request {
+	t.Helper()
+	waiting := testkit.Request(key, 5*time.Second)
+	waiting.Wait = true
+	if _, err := d.Acquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("waiting request while held: got %v, want ErrLocked", err)
+	}
+	return waiting
+}
+
 // A release frees the lock and only wakes the queue's head: the lock stays
 // free, and not granted to anyone, until the head's own request takes it,
 // so that no lease is ever made from a message.
@@ -177,11 +180,7 @@ func TestReleaseOnlyWakesQueueHead(t *testing.T) {
 	n := namesOf(DefaultKeyPrefix, key)
 	ctx := ctxFor(t)
 	held := mustAcquire(t, holder, testkit.Request(key, 5*time.Second))
-	waiting := testkit.Request(key, 5*time.Second)
-	waiting.Wait = true
-	if _, err := head.Acquire(ctx, waiting); !errors.Is(err, driver.ErrLocked) {
-		t.Fatalf("waiting request while held: got %v, want ErrLocked", err)
-	}
+	waiting := queueWaiting(t, ctx, head, key)
 	sub, err := head.Subscribe(ctx, key)
 	if err != nil {
 		t.Fatal(err)

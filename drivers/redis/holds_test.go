@@ -269,14 +269,8 @@ func TestWriterNotStarvedByReaders(t *testing.T) {
 	}
 	key := testkit.Key(t)
 	readers, writer := newClient(), newClient()
-	rw, err := readers.RWMutex(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wm, err := writer.Mutex(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rw := testkit.RWMutex(t, readers, key)
+	wm := testkit.Mutex(t, writer, key)
 	inside, err := rw.RLock(ctxFor(t))
 	if err != nil {
 		t.Fatal(err)

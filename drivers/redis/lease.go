@@ -43,10 +43,7 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	ok, err := extend(ctx, l.d.client, l.names, l.id, ttl)
 	if err != nil {
-		if ctxErr := ctxErr(ctx); ctxErr != nil {
-			return ctxErr
-		}
-		return l.d.opErr(err)
+		return l.d.callErr(ctx, err)
 	}
 	if !ok {
 		return driver.ErrNotHeld
@@ -64,10 +61,7 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	released, err := release(ctx, l.d.client, l.names, l.id, l.d.publish)
 	if err != nil {
-		if ctxErr := ctxErr(ctx); ctxErr != nil {
-			return ctxErr
-		}
-		return l.d.opErr(err)
+		return l.d.callErr(ctx, err)
 	}
 	if !released {
 		return driver.ErrNotHeld

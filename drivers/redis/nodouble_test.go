@@ -86,10 +86,7 @@ func checkNoDoubleGrant(t *testing.T, newDriver func(t *testing.T) driver.Driver
 	stop := time.Now().Add(runFor)
 	for ci := range clients {
 		c := testkit.Client(t, newDriver(t), dlock.WithTTL(noDoubleGrantTTL))
-		m, err := c.Mutex(key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := testkit.Mutex(t, c, key)
 		for gi := range goroutines {
 			wg.Go(func() {
 				// After the run, each goroutine locks once more with time

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/driveropt"
 )
 
 // DefaultKeyPrefix is the prefix of every Redis name the driver uses, unless
@@ -32,13 +33,7 @@ func defaultOptions() options {
 // the names' Cluster hash tag. Drivers contend for the same lock only when
 // they use the same prefix. Default: [DefaultKeyPrefix] ("dlock:").
 func WithKeyPrefix(prefix string) Option {
-	return func(o *options) error {
-		if err := checkPrefix(prefix); err != nil {
-			return fmt.Errorf("%w: redis key prefix: %w", dlock.ErrInvalidOption, err)
-		}
-		o.prefix = prefix
-		return nil
-	}
+	return driveropt.Checked("redis key prefix", checkPrefix(prefix), func(o *options) { o.prefix = prefix })
 }
 
 // WithNodeTimeout sets how long a RedLock waits for one master to answer one

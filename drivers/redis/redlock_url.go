@@ -41,17 +41,13 @@ func init() {
 }
 
 // openRedLock is the dlock.OpenFunc of the RedLock schemes.
-var openRedLock = urlparams.Opener(connectRedLock)
+var openRedLock = urlparams.Opener(urlparams.Parsed(parseRedLockURL, connectRedLock))
 
 // connectRedLock opens the RedLock schemes (see urlparams.Opener): it makes one
 // go-redis client per master, checks that they are distinct servers, and
 // returns a RedLock that owns them. Masters down at Open are tolerated as
 // long as a quorum answers.
-func connectRedLock(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
-	opts, o, err := parseRedLockURL(u)
-	if err != nil {
-		return nil, err
-	}
+func connectRedLock(ctx context.Context, u *url.URL, opts []*goredis.Options, o options, _ time.Duration) (driver.Driver, error) {
 	addrs := make([]string, len(opts))
 	for i, opt := range opts {
 		addrs[i] = opt.Addr
@@ -142,17 +138,9 @@ func parseRedLockURL(u *url.URL) ([]*goredis.Options, options, error) {
 	bad := func(format string, args ...any) ([]*goredis.Options, options, error) {
 		return nil, o, urlparams.Invalid(u, format, args...)
 	}
-	scheme := strings.ToLower(u.Scheme)
-	nodeScheme := Scheme
-	switch scheme {
-	case SchemeRedLock:
-	case SchemeRedLockTLS:
-		nodeScheme = SchemeTLS
-	default:
-		return bad("scheme %q: want %s:// or %s://", u.Scheme, SchemeRedLock, SchemeRedLockTLS)
-	}
-	if u.Opaque != "" {
-		return bad("want %s://[[user]:password@]host1[:port],host2[:port],...[/db]", scheme)
+	nodeScheme, err := multiNodeScheme(u, SchemeRedLock, SchemeRedLockTLS, "[/db]")
+	if err != nil {
+		return nil, o, err
 	}
 	q := u.Query()
 	hosts := urlHosts(u, q)
@@ -170,13 +158,10 @@ func parseRedLockURL(u *url.URL) ([]*goredis.Options, options, error) {
 	}
 	opts := make([]*goredis.Options, 0, len(hosts))
 	for i, h := range hosts {
-		if h == "" {
-			return bad("master %d has an empty address", i+1)
-		}
 		node := url.URL{Scheme: nodeScheme, User: u.User, Host: h, Path: u.Path, RawQuery: q.Encode()}
-		opt, no, err := parseURL(&node)
-		if err != nil { // parseURL's message is redacted already
-			return bad("master %d: %s", i+1, strings.TrimPrefix(err.Error(), dlock.ErrInvalidURL.Error()+": "))
+		opt, no, err := parseNode(&node, fmt.Sprintf("master %d", i+1))
+		if err != nil {
+			return bad("%v", err)
 		}
 		o.prefix = no.prefix
 		opts = append(opts, opt)

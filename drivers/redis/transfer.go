@@ -28,10 +28,7 @@ func (d *Driver) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 	}
 	res, err := transferScript.Run(ctx, d.client, []string{l.names.lock, l.names.fence()}, l.id, to.ID, millis(to.TTL), uint64(tokenBlock)).Int64Slice()
 	if err != nil {
-		if ctxErr := ctxErr(ctx); ctxErr != nil {
-			return nil, ctxErr
-		}
-		return nil, d.opErr(err)
+		return nil, d.callErr(ctx, err)
 	}
 	if len(res) != 2 {
 		return nil, fmt.Errorf("redis: transfer script returned %d values, want 2", len(res))

@@ -33,15 +33,11 @@ func init() {
 }
 
 // open is the dlock.OpenFunc of the URL scheme(s) this package registers.
-var open = urlparams.Opener(connect)
+var open = urlparams.Opener(urlparams.Parsed(parseURL, connect))
 
 // connect makes a go-redis client from u, checks that the server answers
 // (a PING bounded by ctx), and returns a Driver that owns it.
-func connect(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
-	opt, o, err := parseURL(u)
-	if err != nil {
-		return nil, err
-	}
+func connect(ctx context.Context, u *url.URL, opt *goredis.Options, o options, _ time.Duration) (driver.Driver, error) {
 	return openOwned(ctx, u, goredis.NewClient(opt), o)
 }
 
@@ -85,6 +81,42 @@ func parseURL(u *url.URL) (*goredis.Options, options, error) {
 	// for go-redis's read timeout.
 	opt.ContextTimeoutEnabled = true
 	opt.MaintNotificationsConfig = maintOff()
+	return opt, o, nil
+}
+
+// multiNodeScheme checks the scheme and form of a URL that lists several
+// servers (a Cluster's nodes, RedLock's masters): its scheme is plain or
+// tls, and it is not opaque (after the host list, the form wanted may have
+// more, such as "[/db]"). It returns the scheme of one of its servers:
+// [Scheme] or [SchemeTLS].
+func multiNodeScheme(u *url.URL, plain, tls, more string) (string, error) {
+	scheme := strings.ToLower(u.Scheme)
+	node := Scheme
+	switch scheme {
+	case plain:
+	case tls:
+		node = SchemeTLS
+	default:
+		return "", urlparams.Invalid(u, "scheme %q: want %s:// or %s://", u.Scheme, plain, tls)
+	}
+	if u.Opaque != "" {
+		return "", urlparams.Invalid(u, "want %s://[[user]:password@]host1[:port],host2[:port],...%s", scheme, more)
+	}
+	return node, nil
+}
+
+// parseNode parses one server of a multi-node URL, node, as a URL of its
+// own, for the single-server checks (port range, IPv6 brackets) and the
+// default port; what names it in errors ("node 2"). Its errors do not wrap
+// dlock.ErrInvalidURL: the caller's, about the whole URL, do.
+func parseNode(node *url.URL, what string) (*goredis.Options, options, error) {
+	if node.Host == "" {
+		return nil, options{}, fmt.Errorf("%s has an empty address", what)
+	}
+	opt, o, err := parseURL(node)
+	if err != nil { // parseURL's message is redacted already
+		return nil, o, fmt.Errorf("%s: %s", what, strings.TrimPrefix(err.Error(), dlock.ErrInvalidURL.Error()+": "))
+	}
 	return opt, o, nil
 }
 

@@ -127,10 +127,7 @@ func TestOpenOwnsClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dlock.Open(%s): %v", server.URL, err)
 	}
-	m, err := c.Mutex(testkit.Key(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testkit.Mutex(t, c, testkit.Key(t))
 	lease, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatalf("Lock: %v", err)

@@ -140,10 +140,7 @@ func TestDisconnectBlip(t *testing.T) {
 	c := newClientTTL(t, dialSession(t, p.Addr(), base, session), session)
 	other := newClientTTL(t, dialSession(t, serverAddr(t), base, session), session)
 	m := mutex(t, c, key)
-	l, err := m.Lock(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := testkit.Lock(t, ctxFor(t), m)
 	released, err := mutex(t, c, key+"-released").Lock(ctxFor(t))
 	if err != nil {
 		t.Fatal(err)
@@ -242,9 +239,6 @@ func newClientTTL(tb testing.TB, d driver.Driver, ttl time.Duration) *dlock.Clie
 
 func mutex(tb testing.TB, c *dlock.Client, key string, opts ...dlock.Option) dlock.Mutex {
 	tb.Helper()
-	m, err := c.Mutex(key, opts...)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	m := testkit.Mutex(tb, c, key, opts...)
 	return m
 }

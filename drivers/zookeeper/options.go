@@ -49,13 +49,7 @@ func (o *options) apply(opts []Option) error { return driveropt.Apply(o, opts) }
 // not be "/" or inside /zookeeper. Drivers contend for the same lock only
 // when they use the same base path. Default: [DefaultBasePath] ("/dlock").
 func WithBasePath(path string) Option {
-	return func(o *options) error {
-		if err := checkBase(path); err != nil {
-			return fmt.Errorf("%w: zookeeper: %w", dlock.ErrInvalidOption, err)
-		}
-		o.base = path
-		return nil
-	}
+	return driveropt.Checked("zookeeper", checkBase(path), func(o *options) { o.base = path })
 }
 
 // WithACL sets the ACL of the nodes the Driver creates. The session must be

@@ -29,16 +29,12 @@ func init() {
 }
 
 // open is the dlock.OpenFunc of the URL scheme(s) this package registers.
-var open = urlparams.Opener(connect)
+var open = urlparams.Opener(urlparams.Parsed(parseURL, connect))
 
 // connect dials the ensemble and waits for a session, bounded by ctx: the
 // client library retries its servers in the background for ever, so Dial
 // closes it when ctx ends first.
-func connect(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
-	servers, opts, err := parseURL(u)
-	if err != nil {
-		return nil, err
-	}
+func connect(ctx context.Context, u *url.URL, servers []string, opts []Option, _ time.Duration) (driver.Driver, error) {
 	d, err := Dial(ctx, servers, opts...)
 	if err != nil {
 		return nil, err

@@ -37,6 +37,19 @@ func Key(tb testing.TB) string {
 	return "test/" + tb.Name() + "/" + rand.Text()[:8]
 }
 
+// RunKeys returns keys, each prefixed with tb's [Key] so that a run's
+// locks stay apart from an earlier run's, and cut from the front to 1024
+// bytes, the longest key the core accepts, keeping each key's own end.
+func RunKeys(tb testing.TB, keys []string) []string {
+	run := Key(tb)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		key := run + k
+		out[i] = key[max(0, len(key)-1024):]
+	}
+	return out
+}
+
 // NewID returns a request ID shaped as the core makes them
 // (driver.Request.ID): 128 random bits as 32 lowercase hex digits.
 func NewID() string {
@@ -78,4 +91,36 @@ func Client(tb testing.TB, d driver.Driver, opts ...dlock.Option) *dlock.Client 
 	}
 	tb.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c
+}
+
+// Mutex returns c's Mutex of key with opts, or fails tb.
+func Mutex(tb testing.TB, c *dlock.Client, key string, opts ...dlock.Option) dlock.Mutex {
+	tb.Helper()
+	m, err := c.Mutex(key, opts...)
+	fatalIf(tb, err, "Mutex", key)
+	return m
+}
+
+// RWMutex returns c's RWMutex of key with opts, or fails tb.
+func RWMutex(tb testing.TB, c *dlock.Client, key string, opts ...dlock.Option) dlock.RWMutex {
+	tb.Helper()
+	m, err := c.RWMutex(key, opts...)
+	fatalIf(tb, err, "RWMutex", key)
+	return m
+}
+
+// Lock locks m with ctx, or fails tb.
+func Lock(tb testing.TB, ctx context.Context, m dlock.Mutex) dlock.Lease {
+	tb.Helper()
+	l, err := m.Lock(ctx)
+	fatalIf(tb, err, "Lock", m.Key())
+	return l
+}
+
+// fatalIf fails tb when err, the error of the call op on key, is not nil.
+func fatalIf(tb testing.TB, err error, op, key string) {
+	tb.Helper()
+	if err != nil {
+		tb.Fatalf("%s(%q): %v", op, key, err)
+	}
 }

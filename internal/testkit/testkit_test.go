@@ -34,6 +34,18 @@ func TestKeyIsTheTestsOwn(t *testing.T) {
 	}
 }
 
+func TestRunKeysAreTheRunsOwnAndNotTooLong(t *testing.T) {
+	long := strings.Repeat("x", 1023) + "!"
+	keys := RunKeys(t, []string{"a", long})
+	run, _ := strings.CutSuffix(keys[0], "a")
+	if !strings.HasPrefix(run, "test/"+t.Name()+"/") || len(keys) != 2 {
+		t.Fatalf("RunKeys = %q, want the test's own prefix on each", keys)
+	}
+	if keys[1] != long { // the prefix cut off, the key's own 1024 bytes kept
+		t.Errorf("the long key: %d bytes, want the 1024 of its own", len(keys[1]))
+	}
+}
+
 func TestContextForEndsWithTheTest(t *testing.T) {
 	var ctx context.Context
 	t.Run("step", func(t *testing.T) {

@@ -337,12 +337,19 @@ func removeOrphans(ctx context.Context, cli *testcontainers.DockerClient) {
 		return
 	}
 	for _, c := range list.Items {
-		pid, err := strconv.Atoi(c.Labels[labelOwnerPID])
-		if err != nil || pid <= 0 || processAlive(pid) {
+		if !orphaned(c.Labels) {
 			continue
 		}
 		_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	}
+}
+
+// orphaned reports whether the labels of a container or network name a test
+// process of this host (the caller filtered on the host label) that no
+// longer runs.
+func orphaned(labels map[string]string) bool {
+	pid, err := strconv.Atoi(labels[labelOwnerPID])
+	return err == nil && pid > 0 && !processAlive(pid)
 }
 
 // processAlive reports whether pid runs. A zombie counts as dead: a killed
@@ -590,8 +597,7 @@ func removeOrphanNetworks(ctx context.Context, cli *testcontainers.DockerClient,
 		return
 	}
 	for _, n := range list.Items {
-		pid, err := strconv.Atoi(n.Labels[labelOwnerPID])
-		if err != nil || pid <= 0 || processAlive(pid) {
+		if !orphaned(n.Labels) {
 			continue
 		}
 		_, _ = cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})

@@ -35,6 +35,24 @@ func Opener(connect ConnectFunc) dlock.OpenFunc {
 	}
 }
 
+// Parsed returns the ConnectFunc of a driver that parses the URL before it
+// connects: parse turns the URL into the client library's configuration
+// and the driver's options, with errors that wrap dlock.ErrInvalidURL;
+// connect gets them, the URL (for its messages) and the connect_timeout
+// value (as a ConnectFunc does), and runs only when parse succeeds.
+func Parsed[C, O any](
+	parse func(u *url.URL) (C, O, error),
+	connect func(ctx context.Context, u *url.URL, cfg C, opts O, timeout time.Duration) (driver.Driver, error),
+) ConnectFunc {
+	return func(ctx context.Context, u *url.URL, timeout time.Duration) (driver.Driver, error) {
+		cfg, opts, err := parse(u)
+		if err != nil {
+			return nil, err
+		}
+		return connect(ctx, u, cfg, opts, timeout)
+	}
+}
+
 // Connect is what a driver's dlock.OpenFunc does (see [Opener]): it takes the
 // connect_timeout parameter out of u, bounds ctx by it (or by
 // dlock.DefaultConnectTimeout when ctx has no deadline and u no parameter),

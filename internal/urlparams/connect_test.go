@@ -3,6 +3,7 @@ package urlparams
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"testing"
 	"time"
@@ -89,5 +90,27 @@ func TestConnectErrors(t *testing.T) {
 	cancel()
 	if _, err := connectWith(t, ctx, "x://h", context.Canceled); !errors.Is(err, dlock.ErrUnavailable) || !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v, want ErrUnavailable and Canceled", err)
+	}
+}
+
+func TestParsed(t *testing.T) {
+	bad := fmt.Errorf("%w: no", dlock.ErrInvalidURL)
+	var got []string
+	parse := func(u *url.URL) (string, int, error) {
+		if u.Host == "bad" {
+			return "", 0, bad
+		}
+		return u.Host, 7, nil
+	}
+	connect := func(_ context.Context, u *url.URL, host string, n int, timeout time.Duration) (driver.Driver, error) {
+		got = append(got, fmt.Sprintf("%s %s %d %v", u.Scheme, host, n, timeout))
+		return nil, nil
+	}
+	c := Parsed(parse, connect)
+	if _, err := c(t.Context(), &url.URL{Scheme: "x", Host: "h"}, time.Second); err != nil || len(got) != 1 || got[0] != "x h 7 1s" {
+		t.Errorf("Parsed: %v, connect saw %q; want nil, [x h 7 1s]", err, got)
+	}
+	if _, err := c(t.Context(), &url.URL{Scheme: "x", Host: "bad"}, 0); err != bad || len(got) != 1 {
+		t.Errorf("Parsed of a URL parse refuses: %v, connect saw %q; want parse's error, connect not called", err, got)
 	}
 }
