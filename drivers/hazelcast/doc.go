@@ -220,8 +220,9 @@
 // connected to the cluster, bounded by its context and the connect timeout
 // (dlock.DefaultConnectTimeout), so that a wrong address or cluster name fails there; the
 // client reconnects by itself afterwards, for as long as it takes. (A failed
-// Open leaves one goroutine of hazelcast-go-client v1.6.0 behind, which the
-// library gives no way to stop.) The
+// Open leaves one goroutine of hazelcast-go-client v1.6.0 behind, and now and
+// then a second one, stuck for good on a mutex the library leaves locked
+// when its start gives up; the library gives no way to stop either.) The
 // Driver shuts that client down on Close. Errors about the URL wrap
 // dlock.ErrInvalidURL and never contain the password.
 package hazelcast
