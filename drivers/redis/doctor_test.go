@@ -102,7 +102,7 @@ func TestDoctorFindsUnacknowledgedReplicas(t *testing.T) {
 	spec.Name = "redis-doctor-replicated"
 	spec.Cmd = []string{"sh", "-c", "redis-server --port 6380 --daemonize yes --save '' --appendonly no --replicaof 127.0.0.1 6379 && " +
 		"exec redis-server --bind 0.0.0.0 --port 6379 --protected-mode no --daemonize no --save '' --appendonly yes"}
-	srv := testserver.StartForTest(t, spec)
+	srv := startOwn(t, spec)
 	url := "redis://" + srv.Addr() + "/0"
 	rdb := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -127,7 +127,7 @@ func TestDoctorFindsUncoveredSlots(t *testing.T) {
 	spec.Cmd = []string{"redis-server", "--bind", "0.0.0.0", "--port", "6379", "--protected-mode", "no",
 		"--daemonize", "no", "--save", "", "--appendonly", "yes",
 		"--cluster-enabled", "yes", "--cluster-config-file", "/tmp/nodes.conf"}
-	srv := testserver.StartForTest(t, spec)
+	srv := startOwn(t, spec)
 	ctx := ctxFor(t)
 	rdb := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -169,4 +169,12 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func(context.C
 		case <-tick.C:
 		}
 	}
+}
+
+// startOwn starts spec in a container of its own, terminated when t ends:
+// a server configured unlike the package's shared one.
+func startOwn(t *testing.T, spec testserver.Spec) *testserver.Server {
+	return testserver.Own(t, testserver.StartTimeout, func(ctx context.Context) (*testserver.Server, error) {
+		return testserver.Start(ctx, spec)
+	})
 }
