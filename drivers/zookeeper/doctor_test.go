@@ -29,12 +29,8 @@ func TestDoctorFindsTTLOutsideSession(t *testing.T) {
 	testkit.ExpectFindings(t, testkit.Diagnose(t, server.URL, time.Second), checkTTL, checkEnsemble)
 }
 
-// A 3-member ensemble with the default session and TTL is clean. Three
-// JVMs start, so -short skips it.
+// A 3-member ensemble with the default session and TTL is clean.
 func TestDoctorCleanEnsemble(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a 3-member ensemble; run without -short")
-	}
 	server.NeedFaults(t) // containers can be run
 	e := testserver.Own(t, 5*time.Minute, func(ctx context.Context) (*testserver.ZooKeeperEnsemble, error) {
 		return testserver.StartZooKeeperEnsemble(ctx, 3)
