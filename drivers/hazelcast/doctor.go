@@ -65,7 +65,7 @@ func diagnose(ctx context.Context, req doctor.Request, r *doctor.Report) error {
 	r.Hazard(doctor.Finding{
 		Check:  checkMembers,
 		Hazard: fmt.Sprintf("the cluster has %d member(s)", n),
-		Why:    "locks live in members' memory only: with one member its restart forgets every lock, and with fewer than 3 no member can be lost or cut off without locks being freed under their holders or refused",
+		Why:    "locks live in the members' memory only: with one member its restart forgets every lock, and with two, split-brain protection (a quorum) cannot keep either side granting once one member is lost; even 3 members do not make map locks safe across a partition (fence writes with lease.Token())",
 		Fix:    "run 3 or more members on separate hosts, with backups for dlock's maps",
 	})
 	return nil
