@@ -67,17 +67,24 @@ func (f *backendFlags) open(ctx context.Context, b config.Backend, wait time.Dur
 	connectCtx, cancel := context.WithTimeout(ctx, f.connectTimeout)
 	defer cancel()
 	c, err := b.Open(connectCtx, opts...)
-	switch {
-	case err == nil:
-		return c, nil
-	case errors.Is(err, dlock.ErrInvalidURL), errors.Is(err, dlock.ErrInvalidTTL), errors.Is(err, dlock.ErrInvalidOption):
-		return nil, exitWith(exitUsage, "%w", err)
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-		return nil, exitWith(128+int(syscall.SIGINT), "interrupted while connecting to backend %s", backendName(b))
-	case errors.Is(err, context.DeadlineExceeded) && connectCtx.Err() != nil:
-		return nil, exitWith(exitUnavailable, "backend %s: no connection within %s: %w", backendName(b), within, err)
+	if err != nil {
+		return nil, connectError(ctx, connectCtx, b, within, err)
 	}
-	return nil, exitWith(exitUnavailable, "backend %s: %w", backendName(b), err)
+	return c, nil
+}
+
+// connectError is the exit of a failure to connect to backend b within
+// connectCtx (derived from ctx), which is described as within says.
+func connectError(ctx, connectCtx context.Context, b config.Backend, within string, err error) error {
+	switch {
+	case errors.Is(err, dlock.ErrInvalidURL), errors.Is(err, dlock.ErrInvalidTTL), errors.Is(err, dlock.ErrInvalidOption):
+		return exitWith(exitUsage, "%w", err)
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return exitWith(128+int(syscall.SIGINT), "interrupted while connecting to backend %s", backendName(b))
+	case errors.Is(err, context.DeadlineExceeded) && connectCtx.Err() != nil:
+		return exitWith(exitUnavailable, "backend %s: no connection within %s: %w", backendName(b), within, err)
+	}
+	return exitWith(exitUnavailable, "backend %s: %w", backendName(b), err)
 }
 
 func backendName(b config.Backend) string {

@@ -1,9 +1,11 @@
 // Command dlock runs a command under a distributed lock, compares lock
-// backends, and inspects locks, on every backend dlock supports.
+// backends, inspects locks, and checks a backend's deployment for hazards,
+// on every backend dlock supports.
 //
 //	dlock run --key nightly-report --url redis://localhost:6379/0 -- ./report.sh
 //	dlock bench --out bench-out
 //	dlock inspect --key nightly-report --url redis://localhost:6379/0
+//	dlock doctor --url redis://localhost:6379/0
 //
 // Exit statuses are documented in `dlock --help` and the README.
 package main
@@ -39,6 +41,7 @@ const (
 	exitSoftware    = 70 // anything else that went wrong
 	exitBusy        = 75 // the lock is held: --no-wait, or --wait ran out
 	exitLost        = 76 // the lock was lost while the command ran; it was terminated
+	exitHazard      = 78 // doctor: the deployment has a hazard that breaks locks
 	exitCannotRun   = 126
 	exitNotFound    = 127
 )
@@ -53,6 +56,7 @@ const exitStatuses = `Exit statuses:
   75    run: the lock is busy (--no-wait, or --wait ran out)
   76    run: the lock was lost while the command ran; it was sent SIGTERM,
         then SIGKILL after --grace
+  78    doctor: a hazard was found in the backend's deployment
   126   run: the command could not be started
   127   run: the command was not found
   128+N run: the command was killed by signal N`
@@ -138,6 +142,6 @@ configuration file (--backend with --config, or DLOCK_CONFIG); see
 	root.PersistentPreRun = func(*cobra.Command, []string) { setLogger(stderr, verbose) }
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(), newBenchCmd(), newInspectCmd())
+	root.AddCommand(newRunCmd(), newBenchCmd(), newInspectCmd(), newDoctorCmd())
 	return root
 }

@@ -61,6 +61,13 @@ var open = urlparams.Opener(urlparams.Parsed(parseURL, start))
 // connect_timeout also bounds each connection attempt of the client's, then
 // and later (the client's ConnectionTimeout).
 func start(ctx context.Context, u *url.URL, cfg hazelcast.Config, o options, timeout time.Duration) (driver.Driver, error) {
+	return startWith(ctx, u, cfg, o, timeout, nil)
+}
+
+// startWith is start, with configure (when not nil) amending the client's
+// configuration before the client starts: the doctor listens to the
+// membership events with it.
+func startWith(ctx context.Context, u *url.URL, cfg hazelcast.Config, o options, timeout time.Duration, configure func(*hazelcast.Config)) (driver.Driver, error) {
 	if timeout > 0 {
 		cfg.Cluster.Network.ConnectionTimeout = types.Duration(timeout)
 	}
@@ -68,6 +75,9 @@ func start(ctx context.Context, u *url.URL, cfg hazelcast.Config, o options, tim
 	// Listen before the client starts, so that no lifecycle event is missed.
 	s := newSession()
 	cfg.AddLifecycleListener(s.onLifecycle)
+	if configure != nil {
+		configure(&cfg)
+	}
 	client, err := hazelcast.StartNewClientWithConfig(ctx, cfg)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
