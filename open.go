@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/schemes"
 )
 
 // OpenFunc makes a driver from a URL whose scheme it was registered for.
@@ -20,10 +19,8 @@ import (
 // take the connect_timeout query parameter as [DefaultConnectTimeout] says.
 type OpenFunc func(ctx context.Context, u *url.URL) (driver.Driver, error)
 
-var registry = struct {
-	sync.RWMutex
-	openers map[string]OpenFunc
-}{openers: map[string]OpenFunc{}}
+// openers are the drivers' registrations for Open.
+var openers = schemes.New[OpenFunc]("dlock")
 
 // Register makes a driver available to Open under a URL scheme. Drivers call
 // it from init, so that a blank import of the driver package is enough.
@@ -33,26 +30,11 @@ func Register(scheme string, open OpenFunc) {
 	if open == nil {
 		panic("dlock: Register of a nil OpenFunc for scheme " + scheme)
 	}
-	scheme = strings.ToLower(scheme)
-	registry.Lock()
-	defer registry.Unlock()
-	if _, dup := registry.openers[scheme]; dup {
-		panic("dlock: Register called twice for scheme " + scheme)
-	}
-	registry.openers[scheme] = open
+	openers.Register(scheme, open)
 }
 
 // Schemes returns the registered URL schemes, sorted.
-func Schemes() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	schemes := make([]string, 0, len(registry.openers))
-	for s := range registry.openers {
-		schemes = append(schemes, s)
-	}
-	slices.Sort(schemes)
-	return schemes
-}
+func Schemes() []string { return openers.Schemes() }
 
 // DefaultConnectTimeout bounds how long Open may take to connect when its
 // context has no deadline: a backend that is down, or a port where
@@ -91,10 +73,8 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	if u.Scheme == "" {
 		return nil, fmt.Errorf("%w: %q has no scheme; registered schemes: %s", ErrInvalidURL, rawURL, strings.Join(Schemes(), ", "))
 	}
-	registry.RLock()
-	open := registry.openers[u.Scheme]
-	registry.RUnlock()
-	if open == nil {
+	open, ok := openers.Lookup(u.Scheme)
+	if !ok {
 		return nil, fmt.Errorf("%w: no driver registered for scheme %q (forgotten import?); registered schemes: %s",
 			ErrInvalidURL, u.Scheme, strings.Join(Schemes(), ", "))
 	}

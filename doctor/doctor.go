@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/schemes"
 )
 
 // ErrNoChecks is returned by [Run] for a URL whose scheme has no registered
@@ -169,10 +170,8 @@ type Options struct {
 // when ctx ends and leave nothing behind on the backend.
 type CheckFunc func(ctx context.Context, req Request, r *Report) error
 
-var registry = struct {
-	sync.RWMutex
-	checks map[string]CheckFunc
-}{checks: map[string]CheckFunc{}}
+// checks are the drivers' registrations for Run.
+var checks = schemes.New[CheckFunc]("doctor")
 
 // Register makes check the doctor of a URL scheme. Drivers call it from
 // init, beside dlock.Register. It panics when check is nil or the scheme
@@ -182,26 +181,11 @@ func Register(scheme string, check CheckFunc) {
 	if check == nil {
 		panic("doctor: Register of a nil CheckFunc for scheme " + scheme)
 	}
-	scheme = strings.ToLower(scheme)
-	registry.Lock()
-	defer registry.Unlock()
-	if _, dup := registry.checks[scheme]; dup {
-		panic("doctor: Register called twice for scheme " + scheme)
-	}
-	registry.checks[scheme] = check
+	checks.Register(scheme, check)
 }
 
 // Schemes returns the URL schemes that have checks, sorted.
-func Schemes() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	s := make([]string, 0, len(registry.checks))
-	for k := range registry.checks {
-		s = append(s, k)
-	}
-	slices.Sort(s)
-	return s
-}
+func Schemes() []string { return checks.Schemes() }
 
 // Run examines the backend rawURL names (a URL as dlock.Open takes it),
 // for locks of the TTL o gives. Its errors wrap
@@ -221,10 +205,8 @@ func Run(ctx context.Context, rawURL string, o Options) (*Report, error) {
 		return nil, fmt.Errorf("%w: %s has no scheme", dlock.ErrInvalidURL, u.Redacted())
 	}
 	scheme := strings.ToLower(u.Scheme)
-	registry.RLock()
-	check := registry.checks[scheme]
-	registry.RUnlock()
-	if check == nil {
+	check, ok := checks.Lookup(scheme)
+	if !ok {
 		return nil, fmt.Errorf("%w: %s:// (schemes with checks: %s)", ErrNoChecks, scheme, strings.Join(Schemes(), ", "))
 	}
 	req := Request{URL: u, TTL: o.TTL, ConnectTimeout: o.ConnectTimeout}
