@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
@@ -17,21 +18,36 @@ import (
 // take it while the container that publishes it is stopped between a
 // restart's stop and start. It is found free by binding and releasing it, so
 // another process may still take it first: when the container then fails to
-// start with the port in use, retry with a new one.
+// start with the port in use, retry with a new one. Within this process it
+// never returns a port twice: two servers started at once would otherwise
+// both find the same port free, and on the host's network the loser's
+// readiness check would be answered by the winner.
 func FreePort() (int, error) {
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	var lastErr error
 	for range 50 {
 		port := 20000 + rand.IntN(12000)
+		if handedOut.ports[port] {
+			continue
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			lastErr = err
 			continue
 		}
 		_ = l.Close()
+		handedOut.ports[port] = true
 		return port, nil
 	}
 	return 0, fmt.Errorf("containerfaults: find a free port: %w", lastErr)
 }
+
+// handedOut are the ports FreePort has returned in this process.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: make(map[int]bool)}
 
 // PublishOn publishes the container's port containerPort (such as
 // "6379/tcp", which it also exposes) on hostPort of 127.0.0.1, for every

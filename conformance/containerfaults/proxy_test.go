@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"sync"
 	"testing"
 	"time"
 )
@@ -183,5 +184,32 @@ func TestProxyRefuseAndReopen(t *testing.T) {
 	}
 	if err := p.Reopen(); err == nil {
 		t.Error("Reopen of a closed proxy: no error")
+	}
+}
+
+// FreePort never hands out a port twice in one process, even to callers
+// racing each other (the nodes of a cluster start at once).
+func TestFreePortOnce(t *testing.T) {
+	const n = 200
+	ports := make(chan int, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			p, err := FreePort()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ports <- p
+		})
+	}
+	wg.Wait()
+	close(ports)
+	seen := map[int]bool{}
+	for p := range ports {
+		if seen[p] {
+			t.Errorf("port %d handed out twice", p)
+		}
+		seen[p] = true
 	}
 }
