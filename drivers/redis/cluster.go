@@ -72,17 +72,8 @@ func parseClusterURL(u *url.URL) (*goredis.ClusterOptions, options, error) {
 	if err := takePrefix(q, &o); err != nil {
 		return bad("%v", err)
 	}
-	// Each node address goes through the single-node checks (port range,
-	// IPv6 brackets) and gets the default port.
-	for i, h := range hosts {
-		if h == "" {
-			return bad("node %d has an empty address", i+1)
-		}
-		opt, _, err := parseURL(&url.URL{Scheme: nodeScheme, Host: h})
-		if err != nil {
-			return bad("node %d: %s", i+1, strings.TrimPrefix(err.Error(), dlock.ErrInvalidURL.Error()+": "))
-		}
-		hosts[i] = opt.Addr
+	if err := checkNodes(hosts, nodeScheme, "", "node"); err != nil {
+		return bad("%v", err)
 	}
 	for _, h := range hosts[1:] {
 		q.Add(addrParam, h)

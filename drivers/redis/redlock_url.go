@@ -178,6 +178,9 @@ func parseRedLockURL(u *url.URL) ([]*goredis.Options, options, error) {
 		if err != nil { // parseURL's message is redacted already
 			return bad("master %d: %s", i+1, strings.TrimPrefix(err.Error(), dlock.ErrInvalidURL.Error()+": "))
 		}
+		if no.acks.n != 0 {
+			return bad("%s: a RedLock's masters are independent, and it waits for none of their replicas", acksParam)
+		}
 		o.prefix = no.prefix
 		opts = append(opts, opt)
 	}

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -73,6 +74,9 @@ func parseURL(u *url.URL) (*goredis.Options, options, error) {
 	if err := takePrefix(q, &o); err != nil {
 		return bad("%v", err)
 	}
+	if err := takeReplicaAcks(q, &o); err != nil {
+		return bad("%v", err)
+	}
 	rest := *u
 	rest.Scheme = scheme
 	rest.RawQuery = q.Encode()
@@ -111,6 +115,29 @@ func urlHosts(u *url.URL, q url.Values) []string {
 	hosts = append(hosts, q[addrParam]...)
 	q.Del(addrParam)
 	return hosts
+}
+
+// checkNodes puts each "host[:port]" of hosts, nodes of a multi-node URL
+// of nodeScheme's kind, through the single-node checks (port range, IPv6
+// brackets) and rewrites it as go-redis's "host:port", with defaultPort
+// where it has none ("" for go-redis's 6379). Its errors name the node as
+// "what N", counted from 1.
+func checkNodes(hosts []string, nodeScheme, defaultPort, what string) error {
+	for i, h := range hosts {
+		if h == "" {
+			return fmt.Errorf("%s %d has an empty address", what, i+1)
+		}
+		node := url.URL{Scheme: nodeScheme, Host: h}
+		if node.Port() == "" && defaultPort != "" && !strings.HasSuffix(h, ":") {
+			node.Host = net.JoinHostPort(node.Hostname(), defaultPort)
+		}
+		opt, _, err := parseURL(&node)
+		if err != nil {
+			return fmt.Errorf("%s %d: %s", what, i+1, strings.TrimPrefix(err.Error(), dlock.ErrInvalidURL.Error()+": "))
+		}
+		hosts[i] = opt.Addr
+	}
+	return nil
 }
 
 // openOwned returns a Driver that owns client, made from u, once it
