@@ -4,12 +4,10 @@ import (
 	"context"
 	"net/url"
 	"strings"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/urlparams"
 )
 
@@ -27,39 +25,23 @@ func init() {
 	dlock.Register(SchemeClusterTLS, openCluster)
 }
 
-// openCluster is the dlock.OpenFunc of the Cluster schemes.
-var openCluster = urlparams.Opener(connectCluster)
-
-// connectCluster opens the Cluster schemes (see urlparams.Opener): it makes
-// a go-redis ClusterClient from u, checks that the cluster answers, and
-// returns a Driver that owns the client.
-func connectCluster(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
-	opt, o, err := parseClusterURL(u)
-	if err != nil {
-		return nil, err
-	}
-	return openOwned(ctx, u, goredis.NewClusterClient(opt), o)
-}
+// openCluster is the dlock.OpenFunc of the Cluster schemes: a Driver that
+// owns a go-redis ClusterClient, once the cluster answers.
+var openCluster = ownedOpener(parseClusterURL, func(opt *goredis.ClusterOptions) goredis.UniversalClient {
+	return goredis.NewClusterClient(opt)
+})
 
 // parseClusterURL checks u and turns it into go-redis cluster options and
 // the driver's own. Its errors wrap dlock.ErrInvalidURL and never contain
 // the password.
 func parseClusterURL(u *url.URL) (*goredis.ClusterOptions, options, error) {
+	_, nodeScheme, err := nodeSchemeOf(u, SchemeCluster, SchemeClusterTLS, "[[user]:password@]host1[:port],host2[:port],...")
+	if err != nil {
+		return nil, options{}, err
+	}
 	o := defaultOptions()
 	bad := func(format string, args ...any) (*goredis.ClusterOptions, options, error) {
 		return nil, o, urlparams.Invalid(u, format, args...)
-	}
-	scheme := strings.ToLower(u.Scheme)
-	nodeScheme := Scheme
-	switch scheme {
-	case SchemeCluster:
-	case SchemeClusterTLS:
-		nodeScheme = SchemeTLS
-	default:
-		return bad("scheme %q: want %s:// or %s://", u.Scheme, SchemeCluster, SchemeClusterTLS)
-	}
-	if u.Opaque != "" {
-		return bad("want %s://[[user]:password@]host1[:port],host2[:port],...", scheme)
 	}
 	if p := strings.TrimPrefix(u.Path, "/"); p != "" && p != "0" {
 		return bad("a Cluster has database 0 only, not %q", p)

@@ -138,21 +138,13 @@ func runIDs(ctx context.Context, clients []goredis.UniversalClient) ([]string, [
 // master, and the driver's own options. Its errors wrap dlock.ErrInvalidURL
 // and never contain the password.
 func parseRedLockURL(u *url.URL) ([]*goredis.Options, options, error) {
+	_, nodeScheme, err := nodeSchemeOf(u, SchemeRedLock, SchemeRedLockTLS, "[[user]:password@]host1[:port],host2[:port],...[/db]")
+	if err != nil {
+		return nil, options{}, err
+	}
 	o := defaultOptions()
 	bad := func(format string, args ...any) ([]*goredis.Options, options, error) {
 		return nil, o, urlparams.Invalid(u, format, args...)
-	}
-	scheme := strings.ToLower(u.Scheme)
-	nodeScheme := Scheme
-	switch scheme {
-	case SchemeRedLock:
-	case SchemeRedLockTLS:
-		nodeScheme = SchemeTLS
-	default:
-		return bad("scheme %q: want %s:// or %s://", u.Scheme, SchemeRedLock, SchemeRedLockTLS)
-	}
-	if u.Opaque != "" {
-		return bad("want %s://[[user]:password@]host1[:port],host2[:port],...[/db]", scheme)
 	}
 	q := u.Query()
 	hosts := urlHosts(u, q)

@@ -1,15 +1,14 @@
 package redis
 
 import (
-	"context"
+	"errors"
+	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/urlparams"
 )
 
@@ -35,23 +34,16 @@ const (
 	masterNameParam       = "master_name"       // go-redis's spelling of the path's name
 )
 
+// openSentinel is the dlock.OpenFunc of the Sentinel schemes: a Driver that
+// owns a go-redis failover client, once the master the sentinels name
+// answers.
+var openSentinel = ownedOpener(parseSentinelURL, func(opt *goredis.FailoverOptions) goredis.UniversalClient {
+	return goredis.NewFailoverClient(opt)
+})
+
 func init() {
 	dlock.Register(SchemeSentinel, openSentinel)
 	dlock.Register(SchemeSentinelTLS, openSentinel)
-}
-
-// openSentinel is the dlock.OpenFunc of the Sentinel schemes.
-var openSentinel = urlparams.Opener(connectSentinel)
-
-// connectSentinel opens the Sentinel schemes (see urlparams.Opener): it
-// makes a go-redis failover client from u, checks that the master the
-// sentinels name answers, and returns a Driver that owns the client.
-func connectSentinel(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
-	opt, o, err := parseSentinelURL(u)
-	if err != nil {
-		return nil, err
-	}
-	return openOwned(ctx, u, goredis.NewFailoverClient(opt), o)
 }
 
 // parseSentinelURL checks u and turns it into go-redis failover options and
@@ -62,61 +54,35 @@ func connectSentinel(ctx context.Context, u *url.URL, _ time.Duration) (driver.D
 // other Redis URL; the sentinels' are parameters of their own, since
 // sentinels are often run without a password when the data nodes have one.
 func parseSentinelURL(u *url.URL) (*goredis.FailoverOptions, options, error) {
-	o := defaultOptions()
-	bad := func(format string, args ...any) (*goredis.FailoverOptions, options, error) {
-		return nil, o, urlparams.Invalid(u, format, args...)
-	}
-	scheme := strings.ToLower(u.Scheme)
-	nodeScheme := Scheme
-	switch scheme {
-	case SchemeSentinel:
-	case SchemeSentinelTLS:
-		nodeScheme = SchemeTLS
-	default:
-		return bad("scheme %q: want %s:// or %s://", u.Scheme, SchemeSentinel, SchemeSentinelTLS)
-	}
-	if u.Opaque != "" {
-		return bad("want %s://[[user]:password@]sentinel1[:port],sentinel2[:port],.../master[/db]", scheme)
+	scheme, nodeScheme, err := nodeSchemeOf(u, SchemeSentinel, SchemeSentinelTLS, "[[user]:password@]sentinel1[:port],sentinel2[:port],.../master[/db]")
+	if err != nil {
+		return nil, options{}, err
 	}
 	q := u.Query()
-	name, db, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
-	if alt, ok, err := urlparams.Take(q, masterNameParam); err != nil {
-		return bad("%v", err)
-	} else if ok && name != "" {
-		return bad("the master is named twice: by the path and by %s", masterNameParam)
-	} else if ok {
-		name = alt
-	}
-	if name == "" {
-		return bad("no master name: give the name the sentinels monitor it under as the path, as in %s://host:%s/mymaster/0", scheme, DefaultSentinelPort)
+	name, db, err := sentinelPath(scheme, u.Path, q)
+	if err != nil {
+		return nil, options{}, urlparams.Invalid(u, "%v", err)
 	}
 	sentinels := urlHosts(u, q)
 	if len(sentinels) == 0 {
-		return bad("no sentinels: list them as host1:port,host2:port,... (or addr=host:port parameters)")
-	}
-	if err := checkNodes(sentinels, nodeScheme, DefaultSentinelPort, "sentinel"); err != nil {
-		return bad("%v", err)
+		err = errors.New("no sentinels: list them as host1:port,host2:port,... (or addr=host:port parameters)")
+	} else {
+		err = checkNodes(sentinels, nodeScheme, DefaultSentinelPort, "sentinel")
 	}
 	var sentinelUser *url.Userinfo
-	user, _, err := urlparams.Take(q, sentinelUserParam)
-	if err != nil {
-		return bad("%v", err)
+	if err == nil {
+		sentinelUser, err = sentinelCredentials(q)
 	}
-	if password, ok, err := urlparams.Take(q, sentinelPasswordParam); err != nil {
-		return bad("%v", err)
-	} else if ok {
-		sentinelUser = url.UserPassword(user, password)
-	} else if user != "" {
-		return bad("%s without %s", sentinelUserParam, sentinelPasswordParam)
+	if err != nil {
+		return nil, options{}, urlparams.Invalid(u, "%v", err)
 	}
 	// The master's options are those of a single server: key_prefix, the
 	// replica acknowledgements, the database and go-redis's own.
 	master := url.URL{Scheme: nodeScheme, User: u.User, Host: sentinels[0], Path: "/" + db, RawQuery: q.Encode()}
-	_, mo, err := parseURL(&master)
+	_, o, err := parseURL(&master)
 	if err != nil { // parseURL's message is redacted already
-		return bad("%s", strings.TrimPrefix(err.Error(), dlock.ErrInvalidURL.Error()+": "))
+		return nil, o, urlparams.Invalid(u, "%s", strings.TrimPrefix(err.Error(), dlock.ErrInvalidURL.Error()+": "))
 	}
-	o.prefix, o.acks = mo.prefix, mo.acks
 	// go-redis's own parser then reads the same options for a failover
 	// client: userinfo is the sentinels' there, and the master's
 	// credentials are parameters.
@@ -137,7 +103,7 @@ func parseSentinelURL(u *url.URL) (*goredis.FailoverOptions, options, error) {
 	failover := url.URL{Scheme: nodeScheme, User: sentinelUser, Host: sentinels[0], Path: "/" + db, RawQuery: fq.Encode()}
 	opt, err := goredis.ParseFailoverURL(failover.String())
 	if err != nil {
-		return bad("%v", err)
+		return nil, o, urlparams.Invalid(u, "%v", err)
 	}
 	if opt.TLSConfig != nil {
 		// go-redis names the first sentinel as the server of every TLS
@@ -148,4 +114,43 @@ func parseSentinelURL(u *url.URL) (*goredis.FailoverOptions, options, error) {
 	// As for a single server: contexts bound the commands they send.
 	opt.ContextTimeoutEnabled = true
 	return opt, o, nil
+}
+
+// sentinelPath returns the master's name and the database ("" for the
+// default) of a Sentinel URL of scheme from its path, "/name[/db]", or from
+// go-redis's master_name parameter, which it takes out of q.
+func sentinelPath(scheme, path string, q url.Values) (name, db string, err error) {
+	name, db, _ = strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	alt, ok, err := urlparams.Take(q, masterNameParam)
+	switch {
+	case err != nil:
+		return "", "", err
+	case ok && name != "":
+		return "", "", fmt.Errorf("the master is named twice: by the path and by %s", masterNameParam)
+	case ok:
+		name = alt
+	}
+	if name == "" {
+		return "", "", fmt.Errorf("no master name: give the name the sentinels monitor it under as the path, as in %s://host:%s/mymaster/0", scheme, DefaultSentinelPort)
+	}
+	return name, db, nil
+}
+
+// sentinelCredentials takes the sentinels' user and password out of q:
+// nil when q has neither.
+func sentinelCredentials(q url.Values) (*url.Userinfo, error) {
+	user, _, err := urlparams.Take(q, sentinelUserParam)
+	if err != nil {
+		return nil, err
+	}
+	password, ok, err := urlparams.Take(q, sentinelPasswordParam)
+	switch {
+	case err != nil:
+		return nil, err
+	case ok:
+		return url.UserPassword(user, password), nil
+	case user != "":
+		return nil, fmt.Errorf("%s without %s", sentinelUserParam, sentinelPasswordParam)
+	}
+	return nil, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/conformance/containerfaults"
@@ -52,8 +53,8 @@ func StartRedisSentinel(ctx context.Context, replicas, sentinels int) (*RedisSen
 	}
 	r := &RedisSentinel{}
 	// The master first: its port goes into every other process's command.
-	master, err := startHostRedis(ctx, "redis-master", dataNodeReady, func(port int) []string {
-		return dataNodeCmd(port, 0)
+	master, err := startHostRedis(ctx, "redis-master", dataNodeReady, func(port int) ([]string, error) {
+		return dataNodeCmd(port, 0), nil
 	})
 	if err != nil {
 		return nil, err
@@ -62,13 +63,13 @@ func StartRedisSentinel(ctx context.Context, replicas, sentinels int) (*RedisSen
 	masterPort := hostPort(master)
 	others, err := startEach(replicas+sentinels, func(i int) (*Server, error) {
 		if i < replicas {
-			return startHostRedis(ctx, fmt.Sprintf("redis-replica%d", i), dataNodeReady, func(port int) []string {
-				return dataNodeCmd(port, masterPort)
+			return startHostRedis(ctx, fmt.Sprintf("redis-replica%d", i), dataNodeReady, func(port int) ([]string, error) {
+				return dataNodeCmd(port, masterPort), nil
 			})
 		}
 		ready := func(ctx context.Context, addr string) error { return sentinelReady(ctx, addr, replicas, sentinels) }
-		return startHostRedis(ctx, fmt.Sprintf("redis-sentinel%d", i-replicas), ready, func(port int) []string {
-			return sentinelCmd(port, masterPort)
+		return startHostRedis(ctx, fmt.Sprintf("redis-sentinel%d", i-replicas), ready, func(port int) ([]string, error) {
+			return sentinelCmd(port, masterPort), nil
 		})
 	})
 	for i, s := range others {
@@ -86,18 +87,24 @@ func StartRedisSentinel(ctx context.Context, replicas, sentinels int) (*RedisSen
 }
 
 // startHostRedis starts a redis-server container on the host's network, on
-// a free port of 127.0.0.1 that cmd puts in its command line, and waits
-// until ready says it serves. A port that another process took meanwhile
-// makes the server fail: the start is retried on a new one.
-func startHostRedis(ctx context.Context, name string, ready func(context.Context, string) error, cmd func(port int) []string) (*Server, error) {
+// a free port of 127.0.0.1 that cmd puts in its command line (with other
+// ports it finds free, if it needs them), and waits until ready says it
+// serves. Ports are found free by binding them, then released for the
+// server: when another process takes one meanwhile, the server fails to
+// bind and the start is retried on new ports.
+func startHostRedis(ctx context.Context, name string, ready func(context.Context, string) error, cmd func(port int) ([]string, error)) (*Server, error) {
 	var lastErr error
 	for range 3 {
 		port, err := containerfaults.FreePort()
+		var args []string
+		if err == nil {
+			args, err = cmd(port)
+		}
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		spec := Spec{Name: name, Image: RedisImage, Port: strconv.Itoa(port) + "/tcp", Cmd: cmd(port), Ready: ready}
+		spec := Spec{Name: name, Image: RedisImage, Port: strconv.Itoa(port) + "/tcp", Cmd: args, Ready: ready}
 		ctr, err := runHostNetwork(ctx, spec, port)
 		if err != nil {
 			lastErr = err
@@ -261,4 +268,56 @@ func (r *RedisSentinel) Terminate(ctx context.Context) error {
 		return nil
 	}
 	return r.Each(ctx, (*Server).Terminate)
+}
+
+// WaitSettled waits until the deployment is whole again after a failover or
+// a fault: one data node is a master, every other one a replica whose link
+// is up, and every sentinel reports that master with status ok. It returns
+// the master's index in Data. ctx bounds the wait.
+func (r *RedisSentinel) WaitSettled(ctx context.Context) (int, error) {
+	for {
+		master, err := r.settled(ctx)
+		if err == nil {
+			return master, nil
+		}
+		select {
+		case <-ctx.Done():
+			return -1, fmt.Errorf("testserver: Sentinel deployment not settled: %w (%w)", err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// settled is one check of WaitSettled.
+func (r *RedisSentinel) settled(ctx context.Context) (int, error) {
+	probe, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	master := -1
+	for i, d := range r.Data {
+		info, err := redisInfo(probe, d.Addr(), "replication")
+		switch {
+		case err != nil:
+			return -1, err
+		case strings.Contains(info, "role:master") && master == -1:
+			master = i
+		case !strings.Contains(info, "master_link_status:up"):
+			return -1, fmt.Errorf("redis %s: neither the one master nor a linked replica", d.Addr())
+		}
+	}
+	if master == -1 {
+		return -1, errors.New("no master")
+	}
+	for _, s := range r.Sentinels {
+		if err := sentinelReady(probe, s.Addr(), len(r.Data)-1, len(r.Sentinels)); err != nil {
+			return -1, err
+		}
+		info, err := redisInfo(probe, s.Addr(), "sentinel")
+		if err != nil {
+			return -1, err
+		}
+		if !strings.Contains(info, ",address="+r.Data[master].Addr()+",") {
+			return -1, fmt.Errorf("redis sentinel %s does not report %s as the master yet", s.Addr(), r.Data[master].Addr())
+		}
+	}
+	return master, nil
 }
