@@ -20,8 +20,8 @@ import (
 // Driver is a dlock driver over one Redis server or a Redis Cluster: see
 // [Driver.Capabilities] for what it offers. Make it with [New] over a
 // go-redis client, or through dlock.Open with a "redis://", "rediss://",
-// "redis+cluster://" or "rediss+cluster://" URL. It is safe for concurrent
-// use.
+// "redis+sentinel://", "rediss+sentinel://", "redis+cluster://" or
+// "rediss+cluster://" URL. It is safe for concurrent use.
 type Driver struct {
 	client goredis.UniversalClient
 	owned  bool // the client was made from a URL, so Close closes it

@@ -25,7 +25,7 @@ var ErrNotReplicated = errors.New("redis: not acknowledged by enough replicas")
 
 // Query parameters of the replica acknowledgements ([WithReplicaAcks]).
 const (
-	acksParam       = "min_replicas_acked"  // n, a whole number
+	acksParam       = "replica_acks"        // n, a whole number
 	ackTimeoutParam = "replica_ack_timeout" // timeout, a Go duration
 )
 
@@ -76,7 +76,7 @@ func (a replicaAcks) timeoutFor(ttl time.Duration) time.Duration {
 	return max(min(t, ttl/2), time.Millisecond)
 }
 
-// takeReplicaAcks moves the min_replicas_acked and replica_ack_timeout
+// takeReplicaAcks moves the replica_acks and replica_ack_timeout
 // parameters, when q has them, from q to o.
 func takeReplicaAcks(q url.Values, o *options) error {
 	n, ok, err := urlparams.Take(q, acksParam)

@@ -38,8 +38,8 @@ func TestParseSentinelURLGood(t *testing.T) {
 		"redis+sentinel://u:" + secret + "@a:1/m/3":                                  {sentinels: "a:1", master: "m", db: 3, user: "u", password: secret, prefix: DefaultKeyPrefix},
 		"rediss+sentinel://a/m?sentinel_password=" + secret:                          {sentinels: "a:26379", master: "m", sentinelPassword: secret, tls: true, prefix: DefaultKeyPrefix},
 		"redis+sentinel:///?addr=[::1]:1&addr=[::1]:2&master_name=m&dial_timeout=2s": {sentinels: "[::1]:1 [::1]:2", master: "m", prefix: DefaultKeyPrefix},
-		"redis+sentinel://[::1]/m/0?key_prefix=app:&min_replicas_acked=2":            {sentinels: "[::1]:26379", master: "m", prefix: "app:", acks: replicaAcks{n: 2}},
-		"redis+sentinel://a/m?min_replicas_acked=1&replica_ack_timeout=50ms":         {sentinels: "a:26379", master: "m", prefix: DefaultKeyPrefix, acks: replicaAcks{n: 1, timeout: 50 * time.Millisecond}},
+		"redis+sentinel://[::1]/m/0?key_prefix=app:&replica_acks=2":                  {sentinels: "[::1]:26379", master: "m", prefix: "app:", acks: replicaAcks{n: 2}},
+		"redis+sentinel://a/m?replica_acks=1&replica_ack_timeout=50ms":               {sentinels: "a:26379", master: "m", prefix: DefaultKeyPrefix, acks: replicaAcks{n: 1, timeout: 50 * time.Millisecond}},
 	})
 }
 
@@ -56,9 +56,9 @@ func TestParseSentinelURLBad(t *testing.T) {
 		"redis+sentinel://u:"+secret+"@a/m?foo="+secret,            // go-redis refuses it
 		"redis+sentinel://u:"+secret+"@a/m?replica_only=true",      // reads from replicas: never for locks
 		"redis+sentinel://u:"+secret+"@a/m?sentinel_username=x",    // a user without a password
-		"redis+sentinel://u:"+secret+"@a/m?min_replicas_acked=0",   // no replicas
+		"redis+sentinel://u:"+secret+"@a/m?replica_acks=0",         // no replicas
 		"redis+sentinel://u:"+secret+"@a/m?replica_ack_timeout=1s", // a timeout without a count
-		"redis+sentinel://u:"+secret+"@a/m?min_replicas_acked=1&replica_ack_timeout=0s",
+		"redis+sentinel://u:"+secret+"@a/m?replica_acks=1&replica_ack_timeout=0s",
 		"redis+sentinel://u:"+secret+"@a/m?key_prefix={x}",
 	)
 }
@@ -66,11 +66,11 @@ func TestParseSentinelURLBad(t *testing.T) {
 // The replica parameters reach a single server's Driver, and the other
 // multi-node schemes refuse them.
 func TestReplicaAcksParams(t *testing.T) {
-	_, o, err := parseURL(testkit.URL(t, "redis://h/0?min_replicas_acked=1&replica_ack_timeout=20ms"))
+	_, o, err := parseURL(testkit.URL(t, "redis://h/0?replica_acks=1&replica_ack_timeout=20ms"))
 	if err != nil || o.acks != (replicaAcks{n: 1, timeout: 20 * time.Millisecond}) {
 		t.Errorf("redis:// with replica acks: %+v, %v", o.acks, err)
 	}
-	for _, raw := range []string{"redlock://a:1,b:2,c:3/0?min_replicas_acked=1", "redis+cluster://a:1?min_replicas_acked=1"} {
+	for _, raw := range []string{"redlock://a:1,b:2,c:3/0?replica_acks=1", "redis+cluster://a:1?replica_acks=1"} {
 		if _, err := dlock.Open(t.Context(), raw); !errors.Is(err, dlock.ErrInvalidURL) {
 			t.Errorf("Open(%s): %v, want ErrInvalidURL", raw, err)
 		}
