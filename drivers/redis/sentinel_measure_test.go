@@ -121,6 +121,9 @@ func (s *sentinelEnv) failoverTrial(t *testing.T, params string) (grants, double
 				held = append(held, l)
 				mu.Unlock()
 			}
+			// A pace, not a synchronisation: a few hundred grants a
+			// second is enough to land some in the failover's window.
+			time.Sleep(2 * time.Millisecond)
 		}
 	})
 
