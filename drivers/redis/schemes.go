@@ -17,9 +17,15 @@ import (
 // Driver owns one go-redis client (see urlparams.Opener): parse turns the
 // URL into the client's options O and the driver's own, newClient makes the
 // client, and the Driver is returned once the client answers (openOwned).
-func ownedOpener[O any](parse func(*url.URL) (O, options, error), newClient func(O) goredis.UniversalClient) dlock.OpenFunc {
+// Each of checks, if any, runs first, bounded by Open's context.
+func ownedOpener[O any](parse func(*url.URL) (O, options, error), newClient func(O) goredis.UniversalClient, checks ...func(context.Context, *url.URL, O) error) dlock.OpenFunc {
 	return urlparams.Opener(func(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
 		opt, o, err := parse(u)
+		for _, check := range checks {
+			if err == nil {
+				err = check(ctx, u, opt)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}

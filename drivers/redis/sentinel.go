@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -39,7 +40,42 @@ const (
 // answers.
 var openSentinel = ownedOpener(parseSentinelURL, func(opt *goredis.FailoverOptions) goredis.UniversalClient {
 	return goredis.NewFailoverClient(opt)
-})
+}, askSentinels)
+
+// askSentinels asks the sentinels, one after the other, for the master's
+// address, on the caller's goroutine and bounded by ctx: go-redis's
+// failover client asks them while it dials, in a goroutine of its pool that
+// neither ctx nor Close ends, so a silent sentinel would keep that
+// goroutine for seconds after a failed Open. Once one has answered, the
+// failover client's own question is answered at once.
+func askSentinels(ctx context.Context, u *url.URL, opt *goredis.FailoverOptions) error {
+	var errs []error
+	for _, addr := range opt.SentinelAddrs {
+		sc := goredis.NewSentinelClient(&goredis.Options{
+			Addr: addr, Username: opt.SentinelUsername, Password: opt.SentinelPassword,
+			TLSConfig: opt.TLSConfig, DialTimeout: opt.DialTimeout, ReadTimeout: opt.ReadTimeout,
+			ContextTimeoutEnabled: true, MaxRetries: -1, MaintNotificationsConfig: maintOff(),
+		})
+		// As in pingOwned: closing the client ends a read that only ctx's
+		// deadline would otherwise bound.
+		stop := context.AfterFunc(ctx, func() { _ = sc.Close() })
+		_, err := sc.GetMasterAddrByName(ctx, opt.MasterName).Result()
+		if !stop() {
+			return ctx.Err()
+		}
+		_ = sc.Close()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, goredis.Nil):
+			err = fmt.Errorf("monitors no master named %q", opt.MasterName)
+		}
+		errs = append(errs, fmt.Errorf("sentinel %s: %w", addr, err))
+	}
+	return fmt.Errorf("redis: %s: no sentinel named the master: %w", urlparams.Display(u), errors.Join(errs...))
+}
 
 func init() {
 	dlock.Register(SchemeSentinel, openSentinel)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/testkit"
+	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 func TestParseSentinelURLGood(t *testing.T) {
@@ -101,4 +102,10 @@ func TestSentinelRegistered(t *testing.T) {
 			t.Errorf("Open(%s://...) with a bad port: %v", s, err)
 		}
 	}
+}
+
+// Open of a Sentinel URL whose sentinel refuses connections or never
+// answers fails within its connect timeout, as the other schemes do.
+func TestOpenSentinelFailsFast(t *testing.T) {
+	testkit.OpenFailsFast(t, func(addr string) string { return "redis+sentinel://" + addr + "/m/0" }, testserver.IgnoreOwnGoroutines()...)
 }
