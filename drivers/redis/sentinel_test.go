@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/doctor"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
@@ -32,6 +34,7 @@ func TestSentinel(t *testing.T) {
 	})}
 	t.Run("Conformance", s.testConformance)
 	t.Run("ReplicaAcks", s.testReplicaAcks)
+	t.Run("Doctor", s.testDoctor)
 	t.Run("FailoverUnderLoad", s.testFailoverUnderLoad)
 }
 
@@ -374,4 +377,22 @@ func (c *contention) overlaps() int {
 		}
 	}
 	return n
+}
+
+// The doctor follows a Sentinel URL to the master, and reports its replicas
+// as a failover window unless the URL makes grants wait for them.
+func (s *sentinelEnv) testDoctor(t *testing.T) {
+	hasReplicaHazard := func(params string) bool {
+		r := testkit.Diagnose(t, s.url(t, params).String(), 0)
+		if len(r.Skipped) > 0 {
+			t.Errorf("checks skipped: %+v", r.Skipped)
+		}
+		return slices.ContainsFunc(r.Findings, func(f doctor.Finding) bool { return f.Check == checkReplicas })
+	}
+	if !hasReplicaHazard("") {
+		t.Error("a master with 2 replicas and no acknowledgements asked for: no replicas hazard")
+	}
+	if hasReplicaHazard("replica_acks=2") {
+		t.Error("with replica_acks=2: a replicas hazard")
+	}
 }
