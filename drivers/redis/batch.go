@@ -36,13 +36,18 @@ func (d *Driver) ExtendBatch(ctx context.Context, leases []driver.Lease, ttls []
 		items = append(items, extension{names: l.names, id: l.id, ttl: ttls[i]})
 		at = append(at, i)
 	}
-	for j, r := range extendPipelined(ctx, d.client, items) {
+	c, acked := d.ackedFor(minTTL(ttls))
+	results := extendPipelined(ctx, c, items)
+	short := acked.shortfall() // of every chunk's WAIT
+	for j, r := range results {
 		i := at[j]
 		switch {
 		case r.err != nil:
 			errs[i] = d.opErr(r.err)
 		case !r.ok:
 			errs[i] = driver.ErrNotHeld
+		case short != nil:
+			errs[i] = short
 		default:
 			leases[i].(*lease).validity.Store(int64(ttls[i]))
 		}

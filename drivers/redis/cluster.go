@@ -2,15 +2,12 @@ package redis
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/urlparams"
 )
 
@@ -28,27 +25,23 @@ func init() {
 	dlock.Register(SchemeClusterTLS, openCluster)
 }
 
-// openCluster is the dlock.OpenFunc of the Cluster schemes.
-var openCluster = urlparams.Opener(urlparams.Parsed(parseClusterURL, connectCluster))
-
-// connectCluster opens the Cluster schemes (see urlparams.Opener): it makes
-// a go-redis ClusterClient from u, checks that the cluster answers, and
-// returns a Driver that owns the client.
-func connectCluster(ctx context.Context, u *url.URL, opt *goredis.ClusterOptions, o options, _ time.Duration) (driver.Driver, error) {
-	return openOwned(ctx, u, goredis.NewClusterClient(opt), o)
-}
+// openCluster is the dlock.OpenFunc of the Cluster schemes: a Driver that
+// owns a go-redis ClusterClient, once the cluster answers.
+var openCluster = ownedOpener(parseClusterURL, func(opt *goredis.ClusterOptions) goredis.UniversalClient {
+	return goredis.NewClusterClient(opt)
+})
 
 // parseClusterURL checks u and turns it into go-redis cluster options and
 // the driver's own. Its errors wrap dlock.ErrInvalidURL and never contain
 // the password.
 func parseClusterURL(u *url.URL) (*goredis.ClusterOptions, options, error) {
+	_, nodeScheme, err := nodeSchemeOf(u, SchemeCluster, SchemeClusterTLS, "[[user]:password@]host1[:port],host2[:port],...")
+	if err != nil {
+		return nil, options{}, err
+	}
 	o := defaultOptions()
 	bad := func(format string, args ...any) (*goredis.ClusterOptions, options, error) {
 		return nil, o, urlparams.Invalid(u, format, args...)
-	}
-	nodeScheme, err := multiNodeScheme(u, SchemeCluster, SchemeClusterTLS, "")
-	if err != nil {
-		return nil, o, err
 	}
 	if p := strings.TrimPrefix(u.Path, "/"); p != "" && p != "0" {
 		return bad("a Cluster has database 0 only, not %q", p)
@@ -61,14 +54,8 @@ func parseClusterURL(u *url.URL) (*goredis.ClusterOptions, options, error) {
 	if err := takePrefix(q, &o); err != nil {
 		return bad("%v", err)
 	}
-	// Each node address goes through the single-node checks (port range,
-	// IPv6 brackets) and gets the default port.
-	for i, h := range hosts {
-		opt, _, err := parseNode(&url.URL{Scheme: nodeScheme, Host: h}, fmt.Sprintf("node %d", i+1))
-		if err != nil {
-			return bad("%v", err)
-		}
-		hosts[i] = opt.Addr
+	if err := checkNodes(hosts, nodeScheme, "", "node"); err != nil {
+		return bad("%v", err)
 	}
 	for _, h := range hosts[1:] {
 		q.Add(addrParam, h)

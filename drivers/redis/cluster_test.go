@@ -85,13 +85,7 @@ func (c *clusterEnv) testConformance(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
 		NewDriver: func(ctx context.Context) (driver.Driver, error) { return openCluster(ctx, url) },
 		TTL:       suiteTTL,
-		Tamper: func(ctx context.Context, key string, overwrite bool) error {
-			n := namesOf(DefaultKeyPrefix, key)
-			if overwrite {
-				return cc.Set(ctx, n.lock, "stranger", 0).Err()
-			}
-			return cc.Del(ctx, n.lock).Err()
-		},
+		Tamper:    tamper(cc),
 		// The partition cases cut one client off from every server.
 		NewLinkedDriver: linkedOpener(t, url, openClusterLinked),
 		// The whole backend is every master.

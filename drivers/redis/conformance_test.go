@@ -28,19 +28,24 @@ func TestConformance(t *testing.T) {
 		NewDriver: func(ctx context.Context) (driver.Driver, error) {
 			return open(ctx, testkit.URL(t, server.URL))
 		},
-		TTL: suiteTTL,
-		// Tampering is what an operator with redis-cli would do to the lock key.
-		Tamper: func(ctx context.Context, key string, overwrite bool) error {
-			n := namesOf(DefaultKeyPrefix, key)
-			if overwrite {
-				return rdb.Set(ctx, n.lock, "stranger", 0).Err()
-			}
-			return rdb.Del(ctx, n.lock).Err()
-		},
+		TTL:             suiteTTL,
+		Tamper:          tamper(rdb),
 		NewLinkedDriver: linkedOpener(t, testkit.URL(t, server.URL), openLinked),
 		Faults:          server.FaultHooks(),
 	}
 	conformance.Run(t, h)
+}
+
+// tamper is a Harness.Tamper over c: what an operator with redis-cli would
+// do to the lock key.
+func tamper(c goredis.Cmdable) func(ctx context.Context, key string, overwrite bool) error {
+	return func(ctx context.Context, key string, overwrite bool) error {
+		n := namesOf(DefaultKeyPrefix, key)
+		if overwrite {
+			return c.Set(ctx, n.lock, "stranger", 0).Err()
+		}
+		return c.Del(ctx, n.lock).Err()
+	}
 }
 
 // linkedOpener is the partition cases' Harness.NewLinkedDriver: it opens a

@@ -31,17 +31,21 @@ const maxClockSkew = time.Second
 var clockNow = time.Now
 
 func init() {
-	for _, s := range []string{Scheme, SchemeTLS, SchemeCluster, SchemeClusterTLS} {
+	for _, s := range []string{Scheme, SchemeTLS, SchemeCluster, SchemeClusterTLS, SchemeSentinel, SchemeSentinelTLS} {
 		doctor.Register(s, diagnose)
 	}
 }
 
 // diagnose is the doctor of the Redis schemes: it connects as dlock.Open
-// does, then examines the server, or every master of a Cluster.
+// does, then examines the server (the master the sentinels name, for a
+// Sentinel URL), or every master of a Cluster.
 func diagnose(ctx context.Context, req doctor.Request, r *doctor.Report) error {
 	openURL := open
-	if s := strings.ToLower(req.URL.Scheme); s == SchemeCluster || s == SchemeClusterTLS {
+	switch strings.ToLower(req.URL.Scheme) {
+	case SchemeCluster, SchemeClusterTLS:
 		openURL = openCluster
+	case SchemeSentinel, SchemeSentinelTLS:
+		openURL = openSentinel
 	}
 	connectCtx, cancel := req.Connecting(ctx)
 	defer cancel()
@@ -50,22 +54,23 @@ func diagnose(ctx context.Context, req doctor.Request, r *doctor.Report) error {
 		return err
 	}
 	defer d.Close()
-	client := d.(*Driver).client
+	client, acks := d.(*Driver).client, d.(*Driver).acks.n
 	cc, ok := client.(*goredis.ClusterClient)
 	if !ok {
-		return diagnoseNode(ctx, client, "", r)
+		return diagnoseNode(ctx, client, "", acks, r)
 	}
 	if err := diagnoseSlots(ctx, cc, r); err != nil {
 		return err
 	}
 	return cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error {
-		return diagnoseNode(ctx, c, c.Options().Addr, r)
+		return diagnoseNode(ctx, c, c.Options().Addr, 0, r)
 	})
 }
 
 // diagnoseNode examines one server (node names it in a Cluster, or is
-// empty): its configuration, replication and clock.
-func diagnoseNode(ctx context.Context, c goredis.Cmdable, node string, r *doctor.Report) error {
+// empty): its configuration, replication and clock. acks is the number of
+// replica acknowledgements the URL makes grants wait for (replica_acks).
+func diagnoseNode(ctx context.Context, c goredis.Cmdable, node string, acks int, r *doctor.Report) error {
 	on := ""
 	if node != "" {
 		on = " on " + node
@@ -87,7 +92,7 @@ func diagnoseNode(ctx context.Context, c goredis.Cmdable, node string, r *doctor
 	} else {
 		diagnoseEviction(cfg, on, r)
 		diagnosePersistence(cfg, on, r)
-		diagnoseReplicas(cfg, fields, on, r)
+		diagnoseReplicas(cfg, fields, on, acks, r)
 	}
 	r.Ran(checkRole)
 	if fields["role"] == "slave" {
@@ -138,11 +143,18 @@ func diagnosePersistence(cfg map[string]string, on string, r *doctor.Report) {
 }
 
 // diagnoseReplicas reports a master with replicas and nothing that makes
-// it stop accepting writes they have not seen.
-func diagnoseReplicas(cfg, info map[string]string, on string, r *doctor.Report) {
+// it stop accepting writes they have not seen, unless the URL makes grants
+// wait for replicas' acknowledgements.
+func diagnoseReplicas(cfg, info map[string]string, on string, acks int, r *doctor.Report) {
 	r.Ran(checkReplicas)
 	replicas, _ := strconv.Atoi(info["connected_slaves"])
 	if info["role"] != "master" || replicas == 0 {
+		return
+	}
+	if acks > 0 {
+		// Grants and renewals wait for acks replicas (WAIT): a failover to
+		// one of them keeps every grant the client was given.
+		r.Fact("replica acknowledgements", "every grant and renewal waits for %d of %d replica(s)", acks, replicas)
 		return
 	}
 	if n, _ := strconv.Atoi(cfg["min-replicas-to-write"]); n > 0 {
@@ -152,7 +164,7 @@ func diagnoseReplicas(cfg, info map[string]string, on string, r *doctor.Report) 
 		Check:  checkReplicas,
 		Hazard: fmt.Sprintf("the master%s has %d replica(s) and min-replicas-to-write 0", on, replicas),
 		Why:    "replication is asynchronous: a failover promotes a replica that may not have seen the latest grants, so a lock granted just before it is granted again",
-		Fix:    "CONFIG SET min-replicas-to-write 1 and min-replicas-max-lag 1 so that a master cut off from its replicas stops granting, and fence writes with lease.Token(); or run locks on a master without failover",
+		Fix:    "add replica_acks=N to the URL so that every grant and renewal waits until N replicas have it (WAIT); or CONFIG SET min-replicas-to-write 1 and min-replicas-max-lag 1 so that a master cut off from its replicas stops granting; fence writes with lease.Token()",
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/driveropt"
 )
@@ -18,8 +20,8 @@ import (
 // Driver is a dlock driver over one Redis server or a Redis Cluster: see
 // [Driver.Capabilities] for what it offers. Make it with [New] over a
 // go-redis client, or through dlock.Open with a "redis://", "rediss://",
-// "redis+cluster://" or "rediss+cluster://" URL. It is safe for concurrent
-// use.
+// "redis+sentinel://", "rediss+sentinel://", "redis+cluster://" or
+// "rediss+cluster://" URL. It is safe for concurrent use.
 type Driver struct {
 	client goredis.UniversalClient
 	owned  bool // the client was made from a URL, so Close closes it
@@ -36,6 +38,9 @@ type Driver struct {
 	self     string
 	queuedMu sync.Mutex
 	queued   map[string]struct{}
+	// acks, when its n is not 0, makes grants and renewals wait for
+	// replicas (WithReplicaAcks).
+	acks replicaAcks
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -58,6 +63,9 @@ func New(client goredis.UniversalClient, opts ...Option) (*Driver, error) {
 	if err := driveropt.Apply(&o, opts); err != nil {
 		return nil, err
 	}
+	if _, ok := client.(*goredis.ClusterClient); ok && o.acks.n != 0 {
+		return nil, fmt.Errorf("%w: redis replica acknowledgements on a Cluster: WAIT counts the replicas of one node", dlock.ErrInvalidOption)
+	}
 	return newDriver(client, false, o), nil
 }
 
@@ -75,6 +83,7 @@ func newDriver(client goredis.UniversalClient, owned bool, o options) *Driver {
 		notify:  newNotifier(client, self),
 		self:    self,
 		queued:  map[string]struct{}{},
+		acks:    o.acks,
 	}
 }
 
@@ -118,9 +127,13 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	if req.Wait && req.Mode == driver.Exclusive && req.Owner == "" {
 		waiter = d.self // queue for the lock: see scripts.go
 	}
-	g, err := acquire(ctx, d.client, n, req, waiter, blockFor(req))
+	c, acked := d.ackedFor(req.TTL)
+	g, err := acquire(ctx, c, n, req, waiter, blockFor(req))
+	if err == nil && g.ok {
+		err = acked.shortfall() // a grant a failover could lose is no grant
+	}
 	if err != nil {
-		if mayHaveApplied(err) && !d.closed.Load() {
+		if (mayHaveApplied(err) || errors.Is(err, ErrNotReplicated)) && !d.closed.Load() {
 			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.TTL)
 			_, _ = release(cleanup, d.client, n, req.ID, d.publish)
 			cancel()

@@ -41,7 +41,11 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.d.enter(ctx); err != nil {
 		return err
 	}
-	ok, err := extend(ctx, l.d.client, l.names, l.id, ttl)
+	c, acked := l.d.ackedFor(ttl)
+	ok, err := extend(ctx, c, l.names, l.id, ttl)
+	if err == nil && ok {
+		err = acked.shortfall() // not renewed where a failover would keep it
+	}
 	if err != nil {
 		return l.d.callErr(ctx, err)
 	}

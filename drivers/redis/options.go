@@ -20,6 +20,7 @@ type Option func(*options) error
 type options struct {
 	prefix      string
 	nodeTimeout time.Duration // RedLock only; 0: derived from the TTL
+	acks        replicaAcks   // Driver only; see WithReplicaAcks
 }
 
 func defaultOptions() options {

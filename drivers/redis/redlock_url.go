@@ -41,13 +41,17 @@ func init() {
 }
 
 // openRedLock is the dlock.OpenFunc of the RedLock schemes.
-var openRedLock = urlparams.Opener(urlparams.Parsed(parseRedLockURL, connectRedLock))
+var openRedLock = urlparams.Opener(connectRedLock)
 
 // connectRedLock opens the RedLock schemes (see urlparams.Opener): it makes one
 // go-redis client per master, checks that they are distinct servers, and
 // returns a RedLock that owns them. Masters down at Open are tolerated as
 // long as a quorum answers.
-func connectRedLock(ctx context.Context, u *url.URL, opts []*goredis.Options, o options, _ time.Duration) (driver.Driver, error) {
+func connectRedLock(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, error) {
+	opts, o, err := parseRedLockURL(u)
+	if err != nil {
+		return nil, err
+	}
 	addrs := make([]string, len(opts))
 	for i, opt := range opts {
 		addrs[i] = opt.Addr
@@ -134,13 +138,13 @@ func runIDs(ctx context.Context, clients []goredis.UniversalClient) ([]string, [
 // master, and the driver's own options. Its errors wrap dlock.ErrInvalidURL
 // and never contain the password.
 func parseRedLockURL(u *url.URL) ([]*goredis.Options, options, error) {
+	_, nodeScheme, err := nodeSchemeOf(u, SchemeRedLock, SchemeRedLockTLS, "[[user]:password@]host1[:port],host2[:port],...[/db]")
+	if err != nil {
+		return nil, options{}, err
+	}
 	o := defaultOptions()
 	bad := func(format string, args ...any) ([]*goredis.Options, options, error) {
 		return nil, o, urlparams.Invalid(u, format, args...)
-	}
-	nodeScheme, err := multiNodeScheme(u, SchemeRedLock, SchemeRedLockTLS, "[/db]")
-	if err != nil {
-		return nil, o, err
 	}
 	q := u.Query()
 	hosts := urlHosts(u, q)
@@ -158,10 +162,16 @@ func parseRedLockURL(u *url.URL) ([]*goredis.Options, options, error) {
 	}
 	opts := make([]*goredis.Options, 0, len(hosts))
 	for i, h := range hosts {
+		if h == "" {
+			return bad("master %d has an empty address", i+1)
+		}
 		node := url.URL{Scheme: nodeScheme, User: u.User, Host: h, Path: u.Path, RawQuery: q.Encode()}
-		opt, no, err := parseNode(&node, fmt.Sprintf("master %d", i+1))
-		if err != nil {
-			return bad("%v", err)
+		opt, no, err := parseURL(&node)
+		if err != nil { // parseURL's message is redacted already
+			return bad("master %d: %s", i+1, strings.TrimPrefix(err.Error(), dlock.ErrInvalidURL.Error()+": "))
+		}
+		if no.acks.n != 0 {
+			return bad("%s: a RedLock's masters are independent, and it waits for none of their replicas", acksParam)
 		}
 		o.prefix = no.prefix
 		opts = append(opts, opt)

@@ -26,7 +26,8 @@ func (d *Driver) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 	if namesOf(d.prefix, to.Key) != l.names || to.Mode != driver.Exclusive || to.Owner != "" {
 		return nil, driver.ErrLocked // not a plain exclusive request for the same lock
 	}
-	res, err := transferScript.Run(ctx, d.client, []string{l.names.lock, l.names.fence()}, l.id, to.ID, millis(to.TTL), uint64(tokenBlock)).Int64Slice()
+	c, acked := d.ackedFor(to.TTL)
+	res, err := transferScript.Run(ctx, c, []string{l.names.lock, l.names.fence()}, l.id, to.ID, millis(to.TTL), uint64(tokenBlock)).Int64Slice()
 	if err != nil {
 		return nil, d.callErr(ctx, err)
 	}
@@ -38,6 +39,12 @@ func (d *Driver) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 		return nil, driver.ErrNotHeld
 	case 2:
 		return nil, driver.ErrLocked
+	}
+	if err := acked.shortfall(); err != nil {
+		// The outcome for a failover is unknown: the core releases the
+		// old hold and recovers the new one by Acquire with to.ID, which
+		// waits for the replicas again.
+		return nil, err
 	}
 	nl := &lease{d: d, names: l.names, id: to.ID, token: uint64(res[1])}
 	nl.validity.Store(int64(to.TTL))

@@ -23,6 +23,10 @@ func (e notNow) Transient() bool { return true }
 //   - TRYAGAIN: a multi-key command during a slot migration;
 //   - LOADING: a server still loading its dataset after a restart;
 //   - MASTERDOWN: a replica that lost its master;
+//   - READONLY: a write sent to a master that Sentinel has just turned into
+//     a replica, before the client follows the failover;
+//   - NOREPLICAS: a master configured with min-replicas-to-write that has
+//     too few replicas in touch for now;
 //   - go-redis's pool timeout: every connection was busy.
 //
 // Every other error is returned unchanged.
@@ -36,6 +40,7 @@ func markNotNow(err error) error {
 	switch {
 	case goredis.IsClusterDownError(err), goredis.IsTryAgainError(err),
 		goredis.IsLoadingError(err), goredis.IsMasterDownError(err),
+		goredis.IsReadOnlyError(err), goredis.IsNoReplicasError(err),
 		errors.Is(err, goredis.ErrPoolTimeout):
 		return notNow{err}
 	}

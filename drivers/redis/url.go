@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -69,6 +70,9 @@ func parseURL(u *url.URL) (*goredis.Options, options, error) {
 	if err := takePrefix(q, &o); err != nil {
 		return bad("%v", err)
 	}
+	if err := takeReplicaAcks(q, &o); err != nil {
+		return bad("%v", err)
+	}
 	rest := *u
 	rest.Scheme = scheme
 	rest.RawQuery = q.Encode()
@@ -81,42 +85,6 @@ func parseURL(u *url.URL) (*goredis.Options, options, error) {
 	// for go-redis's read timeout.
 	opt.ContextTimeoutEnabled = true
 	opt.MaintNotificationsConfig = maintOff()
-	return opt, o, nil
-}
-
-// multiNodeScheme checks the scheme and form of a URL that lists several
-// servers (a Cluster's nodes, RedLock's masters): its scheme is plain or
-// tls, and it is not opaque (after the host list, the form wanted may have
-// more, such as "[/db]"). It returns the scheme of one of its servers:
-// [Scheme] or [SchemeTLS].
-func multiNodeScheme(u *url.URL, plain, tls, more string) (string, error) {
-	scheme := strings.ToLower(u.Scheme)
-	node := Scheme
-	switch scheme {
-	case plain:
-	case tls:
-		node = SchemeTLS
-	default:
-		return "", urlparams.Invalid(u, "scheme %q: want %s:// or %s://", u.Scheme, plain, tls)
-	}
-	if u.Opaque != "" {
-		return "", urlparams.Invalid(u, "want %s://[[user]:password@]host1[:port],host2[:port],...%s", scheme, more)
-	}
-	return node, nil
-}
-
-// parseNode parses one server of a multi-node URL, node, as a URL of its
-// own, for the single-server checks (port range, IPv6 brackets) and the
-// default port; what names it in errors ("node 2"). Its errors do not wrap
-// dlock.ErrInvalidURL: the caller's, about the whole URL, do.
-func parseNode(node *url.URL, what string) (*goredis.Options, options, error) {
-	if node.Host == "" {
-		return nil, options{}, fmt.Errorf("%s has an empty address", what)
-	}
-	opt, o, err := parseURL(node)
-	if err != nil { // parseURL's message is redacted already
-		return nil, o, fmt.Errorf("%s: %s", what, strings.TrimPrefix(err.Error(), dlock.ErrInvalidURL.Error()+": "))
-	}
 	return opt, o, nil
 }
 
@@ -143,6 +111,29 @@ func urlHosts(u *url.URL, q url.Values) []string {
 	hosts = append(hosts, q[addrParam]...)
 	q.Del(addrParam)
 	return hosts
+}
+
+// checkNodes puts each "host[:port]" of hosts, nodes of a multi-node URL
+// of nodeScheme's kind, through the single-node checks (port range, IPv6
+// brackets) and rewrites it as go-redis's "host:port", with defaultPort
+// where it has none ("" for go-redis's 6379). Its errors name the node as
+// "what N", counted from 1.
+func checkNodes(hosts []string, nodeScheme, defaultPort, what string) error {
+	for i, h := range hosts {
+		if h == "" {
+			return fmt.Errorf("%s %d has an empty address", what, i+1)
+		}
+		node := url.URL{Scheme: nodeScheme, Host: h}
+		if node.Port() == "" && defaultPort != "" && !strings.HasSuffix(h, ":") {
+			node.Host = net.JoinHostPort(node.Hostname(), defaultPort)
+		}
+		opt, _, err := parseURL(&node)
+		if err != nil {
+			return fmt.Errorf("%s %d: %s", what, i+1, strings.TrimPrefix(err.Error(), dlock.ErrInvalidURL.Error()+": "))
+		}
+		hosts[i] = opt.Addr
+	}
+	return nil
 }
 
 // openOwned returns a Driver that owns client, made from u, once it

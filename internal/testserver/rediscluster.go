@@ -72,58 +72,29 @@ func StartRedisCluster(ctx context.Context, n int) (*RedisCluster, error) {
 	return c, nil
 }
 
-// startClusterNode starts node i on free client and bus ports of the host.
-// Ports are found free by binding them, then released for the server: when
-// another process takes one meanwhile, the server fails to bind and the
-// start is retried on new ports.
+// startClusterNode starts node i on free client and bus ports of the host
+// (see startHostRedis).
 func startClusterNode(ctx context.Context, i int, formed *atomic.Bool) (*Server, error) {
 	if err := prepare(ctx, RedisImage); err != nil {
 		return nil, err
 	}
-	var lastErr error
-	for range 3 {
-		port, err := containerfaults.FreePort()
-		if err != nil {
-			lastErr = err
-			continue
+	ready := func(ctx context.Context, addr string) error {
+		if !formed.Load() {
+			return PingRedis(ctx, addr)
 		}
+		return clusterStateOK(ctx, addr)
+	}
+	return startHostRedis(ctx, fmt.Sprintf("redis-cluster%d", i), ready, func(port int) ([]string, error) {
 		bus, err := containerfaults.FreePort()
 		if err != nil || bus == port {
-			lastErr = fmt.Errorf("find a free bus port: %v", err)
-			continue
+			return nil, fmt.Errorf("find a free bus port: %v", err)
 		}
-		spec := Spec{
-			Name:  fmt.Sprintf("redis-cluster%d", i),
-			Image: RedisImage,
-			Port:  strconv.Itoa(port) + "/tcp",
-			Cmd: []string{"redis-server",
-				"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-				"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
-				"--cluster-config-file", fmt.Sprintf("/tmp/nodes-%d.conf", port),
-				"--protected-mode", "no", "--daemonize", "no", "--save", "", "--appendonly", "no"},
-			Ready: func(ctx context.Context, addr string) error {
-				if !formed.Load() {
-					return PingRedis(ctx, addr)
-				}
-				return clusterStateOK(ctx, addr)
-			},
-		}
-		ctr, err := runHostNetwork(ctx, spec, port)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		s, err := newServer(ctx, spec, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), ctr)
-		if err == nil {
-			err = s.ready(ctx)
-		}
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		return s, nil
-	}
-	return nil, fmt.Errorf("testserver: start redis cluster node %d: %w", i, lastErr)
+		return []string{"redis-server",
+			"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
+			"--cluster-config-file", fmt.Sprintf("/tmp/nodes-%d.conf", port),
+			"--protected-mode", "no", "--daemonize", "no", "--save", "", "--appendonly", "no"}, nil
+	})
 }
 
 // runHostNetwork runs spec's container on the host's network, labelled as
