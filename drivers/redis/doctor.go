@@ -100,7 +100,7 @@ func diagnoseNode(ctx context.Context, c goredis.Cmdable, node string, acks int,
 			Check:  checkRole,
 			Hazard: fmt.Sprintf("the server%s is a replica of %s:%s", on, fields["master_host"], fields["master_port"]),
 			Why:    "a replica refuses writes (READONLY), so no lock can be taken, and when it is made writable its locks are not the master's",
-			Fix:    "point the URL at the master",
+			Fix:    "point the URL at the master (or use redis+sentinel:// to follow failovers)",
 		})
 	}
 	return diagnoseClock(ctx, c, on, r)
