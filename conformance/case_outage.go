@@ -24,7 +24,7 @@ func testLockWaitsThroughRestart(t *T, e *env) {
 	// A restart while B waits for A's lock.
 	la := lock(t, ma)
 	waiting := startLock(t, mb)
-	waitFor(t, e.ttl+e.slack, "B waiting for the lock", func() bool { return cb.Waiters(key) == 1 })
+	waiting.queued(t, e, cb, "B", la)
 	if err := f.Restart(t.Context()); err != nil {
 		t.Fatalf("Restart: %v", err)
 	}
@@ -46,7 +46,7 @@ func testLockWaitsThroughRestart(t *T, e *env) {
 	cc := e.client(t)
 	mc := e.mutex(t, cc, key)
 	waiting = startLock(t, mc)
-	waitFor(t, e.ttl+e.slack, "C waiting for the lock", func() bool { return cc.Waiters(key) == 1 })
+	waiting.queued(t, e, cc, "C", lb)
 	resume := pause(t, f)
 	time.Sleep(e.ttl * 3 / 2) // the length of the fault
 	resume()
@@ -86,6 +86,27 @@ func startLock(t *T, m dlock.Mutex) pendingLock {
 		}
 	})
 	return p
+}
+
+// queued waits until the Lock waits in c's queue. A Lock that returned
+// instead fails the case with what it returned: it was asked while holder
+// held the lock, so a grant is a second holder (unless holder's lease was
+// lost, which the message says), and an error is one the case does not
+// expect.
+func (p pendingLock) queued(t *T, e *env, c *dlock.Client, who string, holder dlock.Lease) {
+	waitFor(t, e.ttl+e.slack, who+" waiting for the lock", func() bool {
+		select {
+		case o := <-p.done:
+			*p.taken = true
+			if o.err == nil {
+				_ = o.l.Unlock(context.Background())
+				t.Fatalf("%s's Lock (%q) was granted at once while another client held the lock (its lease: %v)", who, p.key, holder.Err())
+			}
+			t.Fatalf("%s's Lock (%q) returned before waiting: %v", who, p.key, o.err)
+		default:
+		}
+		return c.Waiters(p.key) == 1
+	})
 }
 
 // await takes the Lock's outcome, which must be a lease, within d.
