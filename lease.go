@@ -78,7 +78,7 @@ func (l *lease) start() {
 	if l.m.cfg.renew {
 		at := l.renewAt // inherited from the lease it was handed over by, if any
 		if at.IsZero() {
-			at = time.Now().Add(l.renewInterval())
+			at = l.renewDue()
 		}
 		l.m.c.renewer.schedule(l, at)
 	}
@@ -100,6 +100,15 @@ func (l *lease) start() {
 // or less when the backend promises less (whole-second expiry, a session
 // timeout), so that two renewals can fail before the deadline.
 func (l *lease) renewInterval() time.Duration { return min(l.m.cfg.ttl, l.d.Validity()) / 3 }
+
+// renewDue is when the lease's next renewal is due: two renewal intervals
+// before its deadline, which is a third of the validity after the
+// confirming call started. It is counted from the deadline, not from the
+// call's return, because a grant or renewal that was slow to come back (a
+// backend restarting, a loaded machine) has used up part of its validity:
+// counted from its return, the next renewal could fall after the deadline
+// and lose a lease that was never in danger. Callers hold l.mu.
+func (l *lease) renewDue() time.Time { return l.deadline.Add(-2 * l.renewInterval()) }
 
 func (l *lease) Key() string   { return l.m.key }
 func (l *lease) Token() uint64 { return l.d.Token() + uint64(l.offset) }
@@ -218,12 +227,13 @@ func (l *lease) renew(ctx context.Context) error {
 // confirm applies the outcome of an extension that started at started: a
 // success moves the deadline, a refusal by the backend loses the lease, and
 // any other failure is kept for Uncertain and the expiry report. It returns
-// when to renew next, and false when the lease has ended.
-func (l *lease) confirm(started time.Time, err error) (time.Duration, bool) {
+// when to renew next (it may have passed: then at once), and false when the
+// lease has ended.
+func (l *lease) confirm(started time.Time, err error) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
-		return 0, false
+		return time.Time{}, false
 	}
 	switch {
 	case err == nil:
@@ -233,15 +243,15 @@ func (l *lease) confirm(started time.Time, err error) (time.Duration, bool) {
 		}
 		l.lastErr = nil
 		l.m.c.tel.renewed(l, "ok", nil)
-		return l.renewInterval(), true
+		return l.renewDue(), true
 	case errors.Is(err, ErrNotHeld):
 		l.m.c.tel.renewed(l, "refused", err)
 		l.finish(lostError(errRenewalRefused), "refused")
-		return 0, false
+		return time.Time{}, false
 	default:
 		l.lastErr = err
 		l.m.c.tel.renewed(l, "failed", err)
-		return retryDelay(l.m.cfg.ttl), true
+		return time.Now().Add(retryDelay(l.m.cfg.ttl)), true
 	}
 }
 

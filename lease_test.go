@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/drivers/memory"
 	"github.com/dlock-go/dlock/internal/testkit"
 )
@@ -138,5 +139,48 @@ func TestInspect(t *testing.T) {
 	defer plain.Close(t.Context())
 	if _, err := plain.Inspect(t.Context(), "k"); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("driver without Inspector: got %v, want ErrUnsupported", err)
+	}
+}
+
+// slowGrant is fault middleware: its grants come back late, after the lock
+// was taken, as replies do from a backend that is restarting or a machine
+// that is loaded.
+type slowGrant struct {
+	driver.Driver
+	late time.Duration
+}
+
+func (d slowGrant) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	dl, err := d.Driver.Acquire(ctx, req)
+	if err == nil {
+		time.Sleep(d.late) // the reply's delay, not synchronisation
+	}
+	return dl, err
+}
+
+func (slowGrant) Capabilities() driver.Capabilities { return driver.Capabilities{} }
+
+// A grant that came back with less than a renewal interval of its validity
+// left is renewed before its deadline: the first renewal is counted from
+// the acquisition's start, as the deadline is, not from its return. (Counted
+// from its return, it would fall after the deadline, and the lease would be
+// lost though nothing else could have taken the lock.)
+func TestLateGrantRenewedBeforeDeadline(t *testing.T) {
+	const ttl = 6 * time.Second // renewal interval 2 s
+	b := memory.NewBackend()
+	c := newClientOver(t, slowGrant{memory.New(b), ttl * 3 / 4}, dlock.WithTTL(ttl))
+	m := testkit.Mutex(t, c, "k")
+	l := mustLock(t, m)
+	defer l.Unlock(t.Context())
+	first := l.Deadline()
+	if left := time.Until(first); left >= ttl/3 {
+		t.Skipf("the grant came back with %v left, more than a renewal interval: nothing to check", left)
+	}
+	for l.Deadline().Equal(first) {
+		select {
+		case <-l.Done():
+			t.Fatalf("lease lost before its first renewal: %v", l.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }

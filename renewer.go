@@ -143,7 +143,7 @@ func (r *renewer) renew(batch []*lease) {
 	errs, started := r.extend(ctx, batch)
 	for i, l := range batch {
 		if next, ok := l.confirm(started[i], errs[i]); ok {
-			r.schedule(l, time.Now().Add(next))
+			r.schedule(l, next)
 		}
 	}
 }
