@@ -26,6 +26,10 @@ VET_FLAGS = -race
 # capability table is generated from the checked-in ones (docs/conformance).
 RECORD_VAR = DLOCK_CONFORMANCE_RECORD
 CAPTABLE_CHECK = $(GO) run ./internal/captable -check
+# deadcode lists functions that nothing reaches. Its roots are the commands
+# and, with -test, the tests and runnable examples: a library's exported API
+# is reached only from applications, which its examples and tests stand for.
+DEADCODE = $(GO) run golang.org/x/tools/cmd/deadcode@v0.52.0 -test
 
 .PHONY: test check build-tests setup example bench flakes captable captable-check
 
@@ -66,11 +70,12 @@ captable:
 build-tests: check
 	@out=$$($(GO) test $(TEST_FLAGS) -exec true ./... 2>&1) || { echo "$$out"; exit 1; }; echo "test binaries built"
 
-## check: go vet, gofmt, and the README's capability table against the
-## checked-in records.
+## check: go vet, gofmt, no unreachable code, and the README's capability
+## table against the checked-in records.
 check:
 	$(GO) vet $(VET_FLAGS) ./...
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	@dead=$$($(DEADCODE) ./...) || exit 1; if [ -n "$$dead" ]; then echo "unreachable code (deadcode -test):"; echo "$$dead"; exit 1; fi
 	$(CAPTABLE_CHECK)
 
 ## setup: make this machine ready for the container tests (idempotent).
