@@ -587,8 +587,13 @@ func TestNoHerd(t *testing.T) {
 	cli := newCli(t)
 	key := testkit.Key(t)
 	const waiters = 12
-	holder := newTestDriver(t, cli)
-	first := mustTry(t, holder, reqFor(key))
+	// The first holder's TTL outlasts the waiters' queueing, which takes
+	// seconds on a loaded machine: with testTTL, its lock could end by its
+	// TTL (the driver deletes a lock not extended in time) before the
+	// release the test counts from.
+	const holdTTL = 20 * time.Second
+	holder := newTestDriver(t, cli, WithSessionTTL(holdTTL))
+	first := mustTry(t, holder, testkit.Request(key, holdTTL))
 	var wg sync.WaitGroup
 	for range waiters {
 		d := newTestDriver(t, newCli(t))
