@@ -44,7 +44,7 @@ func (d *Driver) ExtendBatch(ctx context.Context, leases []driver.Lease, ttls []
 		case !r.ok:
 			errs[i] = driver.ErrNotHeld
 		default:
-			leases[i].(*lease).validity.Store(int64(ttls[i]))
+			leases[i].(*lease).SetValidity(ttls[i])
 		}
 	}
 	return errs

@@ -39,8 +39,8 @@ func (d *Driver) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 	case 2:
 		return nil, driver.ErrLocked
 	}
-	nl := &lease{d: d, names: l.names, id: to.ID, token: uint64(res[1])}
-	nl.validity.Store(int64(to.TTL))
+	nl := &lease{d: d, names: l.names, id: to.ID}
+	nl.Start(uint64(res[1]), to.TTL)
 	return nl, nil
 }
 
