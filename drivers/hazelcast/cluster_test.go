@@ -46,12 +46,7 @@ func openVia(tb testing.TB, addr, mapName string) *Driver {
 	q := u.Query()
 	q.Set(paramMap, mapName)
 	u.RawQuery = q.Encode()
-	d, err := open(ctxFor(tb), u)
-	if err != nil {
-		tb.Fatalf("open via %s: %v", addr, err)
-	}
-	tb.Cleanup(func() { _ = d.Close() })
-	return d.(*Driver)
+	return testkit.Closing(tb, "open via "+addr, func() (driver.Driver, error) { return open(ctxFor(tb), u) }).(*Driver)
 }
 
 // grantWithin asks d for key until it is granted, it is refused

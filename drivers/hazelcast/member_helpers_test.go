@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/hazelcast/hazelcast-go-client"
 )
 
@@ -65,12 +67,8 @@ func rawClientOf(tb testing.TB, u *url.URL) *hazelcast.Client {
 // lock map mapName, closed when tb ends.
 func openMember(tb testing.TB, mapName string) *Driver {
 	tb.Helper()
-	d, err := open(ctxFor(tb), memberURL(tb, mapName))
-	if err != nil {
-		tb.Fatalf("open: %v", err)
-	}
-	tb.Cleanup(func() { _ = d.Close() })
-	return d.(*Driver)
+	u := memberURL(tb, mapName)
+	return testkit.Closing(tb, "open", func() (driver.Driver, error) { return open(ctxFor(tb), u) }).(*Driver)
 }
 
 // memberDriver is a Driver of the test cluster whose calls go through a

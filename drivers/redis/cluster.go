@@ -9,7 +9,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/urlparams"
 )
@@ -22,11 +21,6 @@ const (
 	// SchemeClusterTLS is the same over TLS: "rediss+cluster://...".
 	SchemeClusterTLS = "rediss+cluster"
 )
-
-func init() {
-	dlock.Register(SchemeCluster, openCluster)
-	dlock.Register(SchemeClusterTLS, openCluster)
-}
 
 // openCluster is the dlock.OpenFunc of the Cluster schemes.
 var openCluster = urlparams.Opener(urlparams.Parsed(parseClusterURL, connectCluster))

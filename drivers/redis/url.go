@@ -27,12 +27,23 @@ const (
 // others are go-redis's.
 const prefixParam = "key_prefix"
 
+// The package's schemes, each with the dlock.OpenFunc that opens it: a
+// single server, a Cluster, and RedLock's independent masters, each over
+// plain TCP or TLS.
 func init() {
-	dlock.Register(Scheme, open)
-	dlock.Register(SchemeTLS, open)
+	for scheme, opener := range map[string]dlock.OpenFunc{
+		Scheme:           open,
+		SchemeTLS:        open,
+		SchemeCluster:    openCluster,
+		SchemeClusterTLS: openCluster,
+		SchemeRedLock:    openRedLock,
+		SchemeRedLockTLS: openRedLock,
+	} {
+		dlock.Register(scheme, opener)
+	}
 }
 
-// open is the dlock.OpenFunc of the URL scheme(s) this package registers.
+// open is the dlock.OpenFunc of the single-server schemes.
 var open = urlparams.Opener(urlparams.Parsed(parseURL, connect))
 
 // connect makes a go-redis client from u, checks that the server answers
