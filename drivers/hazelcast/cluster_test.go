@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -39,13 +38,7 @@ func startCluster(tb testing.TB) *testserver.HazelcastClusterOf {
 // (unisocket), with the lock map mapName, closed when tb ends.
 func openVia(tb testing.TB, addr, mapName string) *Driver {
 	tb.Helper()
-	u, err := url.Parse(testserver.HazelcastURL(addr))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	q := u.Query()
-	q.Set(paramMap, mapName)
-	u.RawQuery = q.Encode()
+	u := testkit.URL(tb, testkit.WithQuery(tb, testserver.HazelcastURL(addr), paramMap, mapName))
 	return testkit.Closing(tb, "open via "+addr, func() (driver.Driver, error) { return open(ctxFor(tb), u) }).(*Driver)
 }
 

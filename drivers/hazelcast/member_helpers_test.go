@@ -27,14 +27,7 @@ func testMapName() string {
 func memberURL(tb testing.TB, mapName string) *url.URL {
 	tb.Helper()
 	server.Need(tb)
-	u, err := url.Parse(server.URL)
-	if err != nil {
-		tb.Fatalf("test cluster URL %q: %v", server.URL, err)
-	}
-	q := u.Query()
-	q.Set(paramMap, mapName)
-	u.RawQuery = q.Encode()
-	return u
+	return testkit.URL(tb, testkit.WithQuery(tb, server.URL, paramMap, mapName))
 }
 
 // rawClient returns a plain Hazelcast client of the test cluster, shut down

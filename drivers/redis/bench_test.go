@@ -20,12 +20,7 @@ import (
 //	make bench   (or: go test -run '^$' -bench Suite -benchtime 1x ./drivers/redis/)
 func BenchmarkSuite(b *testing.B) {
 	server.Need(b)
-	target, closeRaw, err := benchtargets.Redis(server.URL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer closeRaw()
-	benchkit.Run(b, target)
+	benchkit.RunOn(b, func() (benchkit.Target, func(), error) { return benchtargets.Redis(server.URL) })
 }
 
 // BenchmarkModes measures uncontended acquire+release of a plain lock, a
@@ -162,10 +157,7 @@ func BenchmarkRedLock(b *testing.B) {
 //	go test -run '^$' -bench Cluster -benchtime 1x ./drivers/redis/
 func BenchmarkCluster(b *testing.B) {
 	cluster := ownCluster(b, 3)
-	target, closeRaw, err := benchtargets.RedisCluster(cluster.URL(), cluster.Addrs())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer closeRaw()
-	benchkit.Run(b, target)
+	benchkit.RunOn(b, func() (benchkit.Target, func(), error) {
+		return benchtargets.RedisCluster(cluster.URL(), cluster.Addrs())
+	})
 }
