@@ -93,6 +93,17 @@ func newMemberDriver(tb testing.TB, mapName string, opts ...Option) *memberDrive
 	return &memberDriver{Driver: d, rec: rec, locks: real.locks, fences: real.fences}
 }
 
+// heldLock starts a test of one lease: goroutines it leaves behind fail t
+// (testkit.NoLeaks), and d, a member driver on a lock map of t's own, holds
+// the lock of a key of t's own as l.
+func heldLock(t *testing.T) (d *memberDriver, key string, l *lease) {
+	t.Helper()
+	testkit.NoLeaks(t)
+	d = newMemberDriver(t, "")
+	key = testkit.Key(t)
+	return d, key, d.acquire(t, key)
+}
+
 // acquire takes key or fails tb.
 func (m *memberDriver) acquire(tb testing.TB, key string) *lease {
 	tb.Helper()
