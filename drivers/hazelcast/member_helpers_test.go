@@ -129,6 +129,19 @@ func (m *memberDriver) expectFree(tb testing.TB, key, held string) {
 	}
 }
 
+// expectNextGrant fails tb unless next, m's lease granted after prev of
+// the same key, has a greater token, and the member holds it baseHolds
+// times for next's owner.
+func (m *memberDriver) expectNextGrant(tb testing.TB, prev, next *lease) {
+	tb.Helper()
+	if next.Token() <= prev.Token() {
+		tb.Errorf("tokens %d then %d, want increasing", prev.Token(), next.Token())
+	}
+	if n := m.holds(tb, next); n != baseHolds {
+		tb.Errorf("the member holds the next grant's lock %d times for its owner, want %d", n, baseHolds)
+	}
+}
+
 // holds returns how many times l's owner holds its lock, found by leaving
 // the lock until the member refuses: the lock is free afterwards (for l's
 // owner), so call it last.
