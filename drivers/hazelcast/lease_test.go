@@ -41,9 +41,7 @@ func TestGrantHoldsTwiceWithOwnLockOwner(t *testing.T) {
 }
 
 func TestAcquireHeldLeavesNothing(t *testing.T) {
-	testkit.NoLeaks(t)
-	da := newMemberDriver(t, "")
-	db := newMemberDriver(t, da.locks.Name())
+	da, db := twoDrivers(t)
 	key := testkit.Key(t)
 	l := da.acquire(t, key)
 

@@ -104,6 +104,16 @@ func heldLock(t *testing.T) (d *memberDriver, key string, l *lease) {
 	return d, key, d.acquire(t, key)
 }
 
+// twoDrivers starts a test of two lock clients: goroutines it leaves
+// behind fail t (testkit.NoLeaks), and da and db are member drivers on one
+// lock map of t's own, db with opts.
+func twoDrivers(t *testing.T, opts ...Option) (da, db *memberDriver) {
+	t.Helper()
+	testkit.NoLeaks(t)
+	da = newMemberDriver(t, "")
+	return da, newMemberDriver(t, da.locks.Name(), opts...)
+}
+
 // acquire takes key or fails tb.
 func (m *memberDriver) acquire(tb testing.TB, key string) *lease {
 	tb.Helper()

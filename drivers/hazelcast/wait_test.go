@@ -13,9 +13,7 @@ import (
 )
 
 func TestAcquireWaitsOnTheMember(t *testing.T) {
-	testkit.NoLeaks(t)
-	da := newMemberDriver(t, "")
-	db := newMemberDriver(t, da.locks.Name())
+	da, db := twoDrivers(t)
 	key := testkit.Key(t)
 	la := da.acquire(t, key)
 
@@ -51,9 +49,7 @@ func TestAcquireWaitsOnTheMember(t *testing.T) {
 }
 
 func TestWaitEndsAtTheCallersDeadline(t *testing.T) {
-	testkit.NoLeaks(t)
-	da := newMemberDriver(t, "")
-	db := newMemberDriver(t, da.locks.Name(), WithWaitSlice(time.Minute))
+	da, db := twoDrivers(t, WithWaitSlice(time.Minute))
 	key := testkit.Key(t)
 	la := da.acquire(t, key)
 
@@ -101,9 +97,7 @@ func TestWaitSlices(t *testing.T) {
 }
 
 func TestWaitingHeadSurvivesManySlices(t *testing.T) {
-	testkit.NoLeaks(t)
-	da := newMemberDriver(t, "")
-	db := newMemberDriver(t, da.locks.Name(), WithWaitSlice(5*time.Millisecond))
+	da, db := twoDrivers(t, WithWaitSlice(5*time.Millisecond))
 	key := testkit.Key(t)
 	la := da.acquire(t, key)
 
