@@ -34,6 +34,16 @@ func startCluster(tb testing.TB) *testserver.HazelcastClusterOf {
 	})
 }
 
+// startClusterVia starts a 3-member cluster for t (startCluster) and
+// returns with it via, which opens a Driver whose client talks to member i
+// alone (openVia), on one lock map of t's own.
+func startClusterVia(t *testing.T) (c *testserver.HazelcastClusterOf, via func(i int) *Driver) {
+	t.Helper()
+	c = startCluster(t)
+	mapName := testMapName()
+	return c, func(i int) *Driver { return openVia(t, c.Addrs()[i], mapName) }
+}
+
 // openVia opens a Driver whose client talks to the member at addr alone
 // (unisocket), with the lock map mapName, closed when tb ends.
 func openVia(tb testing.TB, addr, mapName string) *Driver {
@@ -87,13 +97,10 @@ func (r *fencedResource) write(token uint64, what string) error {
 // merges into the larger side, whose lock survives; the smaller side's
 // holder finds its lock gone.
 func TestClusterSplitBrainMember(t *testing.T) {
-	c := startCluster(t)
+	c, via := startClusterVia(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	mapName := testMapName()
-	addrs := c.Addrs()
-	minority := openVia(t, addrs[0], mapName)
-	majority := openVia(t, addrs[1], mapName)
+	minority, majority := via(0), via(1)
 	key := testkit.Key(t)
 
 	// One cluster: the lock excludes across members.
@@ -177,7 +184,7 @@ func TestClusterSplitBrainMember(t *testing.T) {
 	if err := lb.Release(ctxFor(t)); err != nil {
 		t.Errorf("Release after the merge: %v", err)
 	}
-	next, err := grantWithin(t, openVia(t, addrs[2], mapName), key)
+	next, err := grantWithin(t, via(2), key)
 	if err != nil {
 		t.Fatalf("Acquire after the merge: %v", err)
 	}
@@ -210,13 +217,10 @@ func extendWithin(tb testing.TB, l *lease) error {
 // holder's, and the holder's next renewal reports its lock lost
 // (ErrNotHeld), so fencing and the loss signal still stop the stale holder.
 func TestClusterMemberLossMember(t *testing.T) {
-	c := startCluster(t)
+	c, via := startClusterVia(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	mapName := testMapName()
-	addrs := c.Addrs()
-	holder := openVia(t, addrs[0], mapName)
-	other := openVia(t, addrs[1], mapName)
+	holder, other := via(0), via(1)
 
 	// Enough keys that every member is the primary of some.
 	const n = 24
