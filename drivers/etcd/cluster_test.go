@@ -165,28 +165,7 @@ func testLeaderKilled(t *testing.T, c *testserver.EtcdCluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type grant struct {
-		l        dlock.Lease
-		heldLost bool
-		err      error
-	}
-	waited := make(chan grant, 1)
-	go func() {
-		for {
-			l, err := waiterM.Lock(ctx)
-			if err != nil && ctx.Err() == nil {
-				continue // its session was lost in the failover: queue again
-			}
-			g := grant{l: l, err: err}
-			select {
-			case <-held.Done():
-				g.heldLost = true
-			default:
-			}
-			waited <- g
-			return
-		}
-	}()
+	waited := contend(t, ctx, waiterM, held)
 
 	hot.progress(t, 20, 30*time.Second, "contention before the failure")
 	leader, err := c.Leader(ctx)
@@ -268,29 +247,7 @@ func testMemberFrozen(t *testing.T, c *testserver.EtcdCluster, leaderToo bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type grant struct {
-		l        dlock.Lease
-		heldLost bool
-		err      error
-	}
-	granted := make(chan grant, 1)
-	go func() {
-		l, err := cm.Lock(ctx)
-		for err != nil && ctx.Err() == nil {
-			// The contender's own session did not survive the election
-			// (its client could not confirm it in time), or a request
-			// timed out in it: queue again.
-			t.Logf("contender: %v; queueing again", err)
-			l, err = cm.Lock(ctx)
-		}
-		g := grant{l: l, err: err}
-		select {
-		case <-held.Done():
-			g.heldLost = true
-		default:
-		}
-		granted <- g
-	}()
+	granted := contend(t, ctx, cm, held)
 
 	if err := c.Members[frozen].Pause(ctx); err != nil {
 		t.Fatal(err)
@@ -351,4 +308,36 @@ func testMemberFrozen(t *testing.T, c *testserver.EtcdCluster, leaderToo bool) {
 		_ = l.Unlock(ctx)
 		return true
 	})
+}
+
+// grant is how a contender's Lock ended, and whether the lock's earlier
+// holder had been told by then that it lost the lock.
+type grant struct {
+	l        dlock.Lease
+	heldLost bool
+	err      error
+}
+
+// contend locks m in a goroutine of its own, the contender of held's lock,
+// and sends how that ended on the channel it returns. A Lock that fails
+// while ctx lasts is asked again: the contender's own session did not
+// survive the failover (its client could not confirm it in time), or a
+// request timed out in it.
+func contend(t *testing.T, ctx context.Context, m dlock.Mutex, held dlock.Lease) <-chan grant {
+	granted := make(chan grant, 1)
+	go func() {
+		l, err := m.Lock(ctx)
+		for err != nil && ctx.Err() == nil {
+			t.Logf("contender: %v; queueing again", err)
+			l, err = m.Lock(ctx)
+		}
+		g := grant{l: l, err: err}
+		select {
+		case <-held.Done():
+			g.heldLost = true
+		default:
+		}
+		granted <- g
+	}()
+	return granted
 }

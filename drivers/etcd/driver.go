@@ -12,6 +12,7 @@ import (
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/deadline"
 	"github.com/dlock-go/dlock/internal/driveropt"
+	"github.com/dlock-go/dlock/internal/inflight"
 )
 
 // Driver is a dlock driver over an etcd cluster; [Driver.Capabilities] lists
@@ -27,7 +28,7 @@ type Driver struct {
 	// keeper, and so every lease (told by its keepers), and every wait.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup // background goroutines, which Close waits for
+	work   inflight.Group // background goroutines, which Close waits for
 
 	// deadlines holds the driver's own deadline of every lease (see lease).
 	deadlines *deadline.Queue[*lease]
@@ -35,10 +36,9 @@ type Driver struct {
 	// granting admits one session grant at a time.
 	granting chan struct{}
 
-	mu     sync.Mutex
-	closed bool
-	sess   *keeper                      // the current session; nil before the first lock
-	holds  map[clientv3.LeaseID]*keeper // leases of reentrant holds this Driver takes part in
+	mu    sync.Mutex
+	sess  *keeper                      // the current session; nil before the first lock
+	holds map[clientv3.LeaseID]*keeper // leases of reentrant holds this Driver takes part in
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -101,15 +101,9 @@ func (d *Driver) Capabilities() driver.Capabilities {
 // leases report a loss with driver.ErrClosed. Later calls return
 // driver.ErrClosed; a second Close returns nil.
 func (d *Driver) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	if !d.work.Close(func() { d.cancel(driver.ErrClosed) }) {
 		return nil
 	}
-	d.closed = true
-	d.mu.Unlock()
-	d.cancel(driver.ErrClosed)
-	d.wg.Wait()
 	if d.owned {
 		return d.cli.Close()
 	}
@@ -143,19 +137,7 @@ func (d *Driver) opErr(ctx context.Context, err error) error {
 }
 
 // spawn runs f in a goroutine that Close waits for; false after Close.
-func (d *Driver) spawn(f func()) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return false
-	}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		f()
-	}()
-	return true
-}
+func (d *Driver) spawn(f func()) bool { return d.work.Go(f) }
 
 // session returns the Driver's live session, granting a new lease when there
 // is none yet or the last one was lost.

@@ -13,7 +13,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/conformance/containerfaults"
@@ -174,11 +173,7 @@ func TestLockRidesOutPartition(t *testing.T) {
 	cli := newCli(t)
 	holder := newTestDriver(t, cli)
 	p := containerfaults.NewProxy(t, endpoints(t)[0])
-	pcli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.Addr()}, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pcli.Close() })
+	pcli := newCliAt(t, p.Addr())
 	waiter := newTestDriver(t, pcli)
 	c := testkit.Client(t, waiter, dlock.WithTTL(testTTL))
 	key := testkit.Key(t)
@@ -342,11 +337,7 @@ func TestLostSignal(t *testing.T) {
 		// then can a contender (on a working link) take the lock.
 		cli := newCli(t)
 		p := containerfaults.NewProxy(t, endpoints(t)[0])
-		pcli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.Addr()}, Logger: zap.NewNop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = pcli.Close() })
+		pcli := newCliAt(t, p.Addr())
 		holder, contender := newTestDriver(t, pcli), newTestDriver(t, cli)
 		key := testkit.Key(t)
 		l := mustTry(t, holder, reqFor(key)).(*lease)

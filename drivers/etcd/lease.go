@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/deadline"
+	"github.com/dlock-go/dlock/internal/leasekit"
 )
 
 // Reasons of a lease's end, as OnLoss reports them.
@@ -43,14 +43,19 @@ var (
 // deadlines, and each keeper the set of leases to tell when its etcd lease
 // is lost.
 type lease struct {
-	d     *Driver
-	key   string // the contender, or for a reentrant hold the member entry
-	rev   int64  // key's create revision
-	token uint64
-	sess  *keeper
-	hold  *holdRef // nil for plain locks
-
-	validity atomic.Int64 // time.Duration
+	// Grant holds the fencing token, the create revision of the lock's key
+	// in the queue (for a reentrant hold, of the hold's key; see
+	// "Guarantees" in the package documentation), and the validity: how
+	// long from the start of the latest acquire or extend the lock is sure
+	// to be held, no longer than the TTL from the round trip that confirmed
+	// it, and no longer than etcd keeps the session lease (the start of its
+	// latest confirmed keepalive plus its TTL).
+	leasekit.Grant
+	d    *Driver
+	key  string // the contender, or for a reentrant hold the member entry
+	rev  int64  // key's create revision
+	sess *keeper
+	hold *holdRef // nil for plain locks
 
 	mu     sync.Mutex
 	ended  bool                   // released, expired, or found gone: nothing more to do
@@ -66,11 +71,11 @@ var _ driver.Lease = (*lease)(nil)
 // newLease makes the lease of a grant confirmed by a round trip that
 // started at confirmed, for an acquisition call that started at started.
 func (d *Driver) newLease(req driver.Request, key string, rev int64, token uint64, sess *keeper, hold *holdRef, started, confirmed time.Time) *lease {
-	l := &lease{d: d, key: key, rev: rev, token: token, sess: sess, hold: hold, ttlNow: req.TTL}
+	l := &lease{d: d, key: key, rev: rev, sess: sess, hold: hold, ttlNow: req.TTL}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.until = confirmed.Add(req.TTL)
-	l.validity.Store(int64(l.promise(started)))
+	l.Start(token, l.promise(started))
 	d.deadlines.Schedule(&l.expiry, l, l.until)
 	for _, k := range l.keepers() {
 		if err := k.register(l); err != nil {
@@ -96,17 +101,6 @@ func (l *lease) promise(started time.Time) time.Duration {
 	}
 	return end.Sub(started)
 }
-
-// Token returns the fencing token: the create revision of the lock's key in
-// the queue (for a reentrant hold, of the hold's key). See "Guarantees" in
-// the package documentation.
-func (l *lease) Token() uint64 { return l.token }
-
-// Validity returns how long from the start of the latest acquire or extend
-// the lock is sure to be held: no longer than the TTL from the round trip
-// that confirmed it, and no longer than etcd keeps the session lease (the
-// start of its latest confirmed keepalive plus its TTL).
-func (l *lease) Validity() time.Duration { return time.Duration(l.validity.Load()) }
 
 // OnLoss calls f when the lease is lost: with a reason wrapping
 // ErrSessionLost when its etcd lease was lost, errExpired's when it was not
@@ -257,7 +251,7 @@ func (l *lease) extended(ours bool, started time.Time, ttl time.Duration) error 
 	}
 	l.until, l.ttlNow = started.Add(ttl), ttl
 	l.d.deadlines.Schedule(&l.expiry, l, l.until)
-	l.validity.Store(int64(l.promise(started)))
+	l.SetValidity(l.promise(started))
 	return nil
 }
 

@@ -45,12 +45,15 @@ func endpoints(tb testing.TB) []string {
 func newCli(tb testing.TB) *clientv3.Client {
 	tb.Helper()
 	server.Need(tb)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(tb), Logger: zap.NewNop()})
-	if err != nil {
-		tb.Fatalf("clientv3.New: %v", err)
-	}
-	tb.Cleanup(func() { _ = cli.Close() })
-	return cli
+	return newCliAt(tb, endpoints(tb)...)
+}
+
+// newCliAt returns a clientv3 client of endpoints, closed when tb ends.
+func newCliAt(tb testing.TB, endpoints ...string) *clientv3.Client {
+	tb.Helper()
+	return testkit.Closing(tb, "clientv3.New", func() (*clientv3.Client, error) {
+		return clientv3.New(clientv3.Config{Endpoints: endpoints, Logger: zap.NewNop()})
+	})
 }
 
 // testURL returns the test server's URL with the session TTL set to ttl.
@@ -79,10 +82,5 @@ func openTest(ctx context.Context, ttl time.Duration) (*Driver, error) {
 func newTestDriver(tb testing.TB, cli *clientv3.Client, opts ...Option) *Driver {
 	tb.Helper()
 	opts = append([]Option{WithSessionTTL(testTTL)}, opts...)
-	d, err := New(cli, opts...)
-	if err != nil {
-		tb.Fatalf("New: %v", err)
-	}
-	tb.Cleanup(func() { _ = d.Close() })
-	return d
+	return testkit.Closing(tb, "New", func() (*Driver, error) { return New(cli, opts...) })
 }

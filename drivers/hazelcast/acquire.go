@@ -92,10 +92,10 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, wait bool) (dr
 		}
 		token, err := d.settle(o, key, leaseDur, sent, early)
 		if err == nil && ctx.Err() == nil && !d.closed.Load() {
-			l := &lease{d: d, key: key, owner: o, token: token, lost: lost, holds: baseHolds, ttl: req.TTL}
+			l := &lease{d: d, key: key, owner: o, lost: lost, holds: baseHolds, ttl: req.TTL}
 			// The lock was granted no earlier than the call that sent this
 			// wait: its lease runs from there.
-			l.validity.Store(int64(validFor(req.TTL) + sent.Sub(started)))
+			l.Start(token, validFor(req.TTL)+sent.Sub(started))
 			return l, nil
 		}
 		d.abandon(o, key, leaseDur)

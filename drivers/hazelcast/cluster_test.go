@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -35,23 +34,22 @@ func startCluster(tb testing.TB) *testserver.HazelcastClusterOf {
 	})
 }
 
+// startClusterVia starts a 3-member cluster for t (startCluster) and
+// returns with it via, which opens a Driver whose client talks to member i
+// alone (openVia), on one lock map of t's own.
+func startClusterVia(t *testing.T) (c *testserver.HazelcastClusterOf, via func(i int) *Driver) {
+	t.Helper()
+	c = startCluster(t)
+	mapName := testMapName()
+	return c, func(i int) *Driver { return openVia(t, c.Addrs()[i], mapName) }
+}
+
 // openVia opens a Driver whose client talks to the member at addr alone
 // (unisocket), with the lock map mapName, closed when tb ends.
 func openVia(tb testing.TB, addr, mapName string) *Driver {
 	tb.Helper()
-	u, err := url.Parse(testserver.HazelcastURL(addr))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	q := u.Query()
-	q.Set(paramMap, mapName)
-	u.RawQuery = q.Encode()
-	d, err := open(ctxFor(tb), u)
-	if err != nil {
-		tb.Fatalf("open via %s: %v", addr, err)
-	}
-	tb.Cleanup(func() { _ = d.Close() })
-	return d.(*Driver)
+	u := testkit.URL(tb, testkit.WithQuery(tb, testserver.HazelcastURL(addr), paramMap, mapName))
+	return testkit.Closing(tb, "open via "+addr, func() (driver.Driver, error) { return open(ctxFor(tb), u) }).(*Driver)
 }
 
 // grantWithin asks d for key until it is granted, it is refused
@@ -99,13 +97,10 @@ func (r *fencedResource) write(token uint64, what string) error {
 // merges into the larger side, whose lock survives; the smaller side's
 // holder finds its lock gone.
 func TestClusterSplitBrainMember(t *testing.T) {
-	c := startCluster(t)
+	c, via := startClusterVia(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	mapName := testMapName()
-	addrs := c.Addrs()
-	minority := openVia(t, addrs[0], mapName)
-	majority := openVia(t, addrs[1], mapName)
+	minority, majority := via(0), via(1)
 	key := testkit.Key(t)
 
 	// One cluster: the lock excludes across members.
@@ -189,7 +184,7 @@ func TestClusterSplitBrainMember(t *testing.T) {
 	if err := lb.Release(ctxFor(t)); err != nil {
 		t.Errorf("Release after the merge: %v", err)
 	}
-	next, err := grantWithin(t, openVia(t, addrs[2], mapName), key)
+	next, err := grantWithin(t, via(2), key)
 	if err != nil {
 		t.Fatalf("Acquire after the merge: %v", err)
 	}
@@ -222,13 +217,10 @@ func extendWithin(tb testing.TB, l *lease) error {
 // holder's, and the holder's next renewal reports its lock lost
 // (ErrNotHeld), so fencing and the loss signal still stop the stale holder.
 func TestClusterMemberLossMember(t *testing.T) {
-	c := startCluster(t)
+	c, via := startClusterVia(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	mapName := testMapName()
-	addrs := c.Addrs()
-	holder := openVia(t, addrs[0], mapName)
-	other := openVia(t, addrs[1], mapName)
+	holder, other := via(0), via(1)
 
 	// Enough keys that every member is the primary of some.
 	const n = 24

@@ -12,9 +12,7 @@ import (
 )
 
 func TestTokensStrictlyIncrease(t *testing.T) {
-	testkit.NoLeaks(t)
-	da := newMemberDriver(t, "")
-	db := newMemberDriver(t, da.locks.Name())
+	da, db := twoDrivers(t)
 	clock := useTestClock(da.Driver)
 	db.now = clock.read
 	key := testkit.Key(t)

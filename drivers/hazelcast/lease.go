@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/leasekit"
 )
 
 // Hold counting. A map lock is reentrant: its owner may lock it again, and
@@ -47,16 +47,20 @@ const baseHolds = 2
 
 // lease is a lock held by one owner through the driver.
 type lease struct {
+	// Grant holds the fencing token of the grant (see "Guarantees" in the
+	// package documentation), and the validity: how long the lock is sure
+	// to be held from the start of the latest Extend (the TTL less a
+	// second: see leaseGranularity), or from the start of the acquisition
+	// (the same, plus the time Acquire waited before the wait that was
+	// granted began).
+	leasekit.Grant
 	d     *Driver
 	key   string // the map key
 	owner *owner
-	token uint64
 	// lost is the connection epoch the grant was asked for in (see
 	// session.go): it ends, with the reason as its cause, when the lease
 	// must be taken as lost.
 	lost context.Context
-
-	validity atomic.Int64 // time.Duration
 
 	lossMu   sync.Mutex
 	onLoss   func(error) // the core's (OnLoss); nil once told, and after Release
@@ -70,16 +74,6 @@ type lease struct {
 }
 
 var _ driver.Lease = (*lease)(nil)
-
-// Token returns the fencing token of the grant (see "Guarantees" in the
-// package documentation).
-func (l *lease) Token() uint64 { return l.token }
-
-// Validity returns how long the lock is sure to be held from the start of the
-// latest Extend (the TTL less a second: see leaseGranularity), or from the
-// start of the acquisition (the same, plus the time Acquire waited before
-// the wait that was granted began).
-func (l *lease) Validity() time.Duration { return time.Duration(l.validity.Load()) }
 
 // OnLoss registers f, called once, with the reason, when the client loses
 // its connection to the cluster, connects to another cluster, shuts down,
@@ -195,7 +189,7 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("%w: the renewal took %v, longer than the lease surely lasts, so the lock may have lapsed during it", driver.ErrNotHeld, l.d.now().Sub(started).Round(time.Millisecond))
 	}
 	l.holds = baseHolds
-	l.validity.Store(int64(validFor(ttl)))
+	l.SetValidity(validFor(ttl))
 	return nil
 }
 

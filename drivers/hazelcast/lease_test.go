@@ -37,18 +37,11 @@ func TestGrantHoldsTwiceWithOwnLockOwner(t *testing.T) {
 	if l2.owner == l.owner {
 		t.Error("two acquisitions share a lock owner")
 	}
-	if l2.Token() <= l.Token() {
-		t.Errorf("tokens %d then %d, want increasing", l.Token(), l2.Token())
-	}
-	if n := d.holds(t, l2); n != baseHolds {
-		t.Errorf("the member holds the lock %d times for the lease's owner, want %d", n, baseHolds)
-	}
+	d.expectNextGrant(t, l, l2)
 }
 
 func TestAcquireHeldLeavesNothing(t *testing.T) {
-	testkit.NoLeaks(t)
-	da := newMemberDriver(t, "")
-	db := newMemberDriver(t, da.locks.Name())
+	da, db := twoDrivers(t)
 	key := testkit.Key(t)
 	l := da.acquire(t, key)
 
@@ -66,10 +59,7 @@ func TestAcquireHeldLeavesNothing(t *testing.T) {
 }
 
 func TestExtendKeepsTwoHolds(t *testing.T) {
-	testkit.NoLeaks(t)
-	d := newMemberDriver(t, "")
-	key := testkit.Key(t)
-	l := d.acquire(t, key)
+	d, _, l := heldLock(t)
 	_, before := d.rec.ops(0)
 
 	if err := l.Extend(ctxFor(t), 2*testTTL); err != nil {
@@ -89,10 +79,7 @@ func TestExtendKeepsTwoHolds(t *testing.T) {
 // A lock that lapsed and that nobody took is granted afresh by a re-entry:
 // Extend must find that out, say ErrNotHeld, and leave the lock free.
 func TestExtendDoesNotResurrectALapsedLock(t *testing.T) {
-	testkit.NoLeaks(t)
-	d := newMemberDriver(t, "")
-	key := testkit.Key(t)
-	l := d.acquire(t, key)
+	d, key, l := heldLock(t)
 
 	d.lapse(t, key)
 	if err := l.Extend(ctxFor(t), testTTL); !errors.Is(err, driver.ErrNotHeld) {
@@ -108,10 +95,7 @@ func TestExtendDoesNotResurrectALapsedLock(t *testing.T) {
 }
 
 func TestStaleLeaseNeverTouchesTheNextHolder(t *testing.T) {
-	testkit.NoLeaks(t)
-	d := newMemberDriver(t, "")
-	key := testkit.Key(t)
-	l := d.acquire(t, key)
+	d, key, l := heldLock(t)
 
 	d.lapse(t, key)
 	next := d.stranger(t, key, testTTL)
@@ -143,10 +127,7 @@ func TestStaleLeaseNeverTouchesTheNextHolder(t *testing.T) {
 }
 
 func TestDoubleRelease(t *testing.T) {
-	testkit.NoLeaks(t)
-	d := newMemberDriver(t, "")
-	key := testkit.Key(t)
-	l := d.acquire(t, key)
+	d, key, l := heldLock(t)
 	if err := l.Release(ctxFor(t)); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
@@ -190,10 +171,7 @@ func TestExtendWithUnknownOutcome(t *testing.T) {
 		n  int
 	}{{"tryLock", 1}, {"unlock", 1}, {"tryLock", 2}} {
 		t.Run(tc.op+"#"+string(rune('0'+tc.n)), func(t *testing.T) {
-			testkit.NoLeaks(t)
-			d := newMemberDriver(t, "")
-			key := testkit.Key(t)
-			l := d.acquire(t, key)
+			d, key, l := heldLock(t)
 
 			loseNth(d.rec, tc.op, tc.n)
 			err := l.Extend(ctxFor(t), testTTL)
@@ -213,10 +191,7 @@ func TestExtendWithUnknownOutcome(t *testing.T) {
 }
 
 func TestReleaseWithUnknownOutcome(t *testing.T) {
-	testkit.NoLeaks(t)
-	d := newMemberDriver(t, "")
-	key := testkit.Key(t)
-	l := d.acquire(t, key)
+	d, key, l := heldLock(t)
 	loseNth(d.rec, "unlock", 1)
 	if err := l.Release(ctxFor(t)); err == nil || errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("Release whose unlock lost its answer: %v, want an error", err)
@@ -297,10 +272,7 @@ func TestSlowGrantIsGivenBack(t *testing.T) {
 // An Extend slower than the lease it set may have seen that lease run out
 // between its calls: it reports the lease lost, and Release cleans up.
 func TestSlowExtendIsALoss(t *testing.T) {
-	testkit.NoLeaks(t)
-	d := newMemberDriver(t, "")
-	key := testkit.Key(t)
-	l := d.acquire(t, key)
+	d, key, l := heldLock(t)
 	clock := useTestClock(d.Driver)
 	d.rec.setAfter(func(c call) error {
 		if c.op == "unlock" {

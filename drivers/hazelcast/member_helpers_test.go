@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/hazelcast/hazelcast-go-client"
 )
 
@@ -25,14 +27,7 @@ func testMapName() string {
 func memberURL(tb testing.TB, mapName string) *url.URL {
 	tb.Helper()
 	server.Need(tb)
-	u, err := url.Parse(server.URL)
-	if err != nil {
-		tb.Fatalf("test cluster URL %q: %v", server.URL, err)
-	}
-	q := u.Query()
-	q.Set(paramMap, mapName)
-	u.RawQuery = q.Encode()
-	return u
+	return testkit.URL(tb, testkit.WithQuery(tb, server.URL, paramMap, mapName))
 }
 
 // rawClient returns a plain Hazelcast client of the test cluster, shut down
@@ -65,12 +60,8 @@ func rawClientOf(tb testing.TB, u *url.URL) *hazelcast.Client {
 // lock map mapName, closed when tb ends.
 func openMember(tb testing.TB, mapName string) *Driver {
 	tb.Helper()
-	d, err := open(ctxFor(tb), memberURL(tb, mapName))
-	if err != nil {
-		tb.Fatalf("open: %v", err)
-	}
-	tb.Cleanup(func() { _ = d.Close() })
-	return d.(*Driver)
+	u := memberURL(tb, mapName)
+	return testkit.Closing(tb, "open", func() (driver.Driver, error) { return open(ctxFor(tb), u) }).(*Driver)
 }
 
 // memberDriver is a Driver of the test cluster whose calls go through a
@@ -102,6 +93,27 @@ func newMemberDriver(tb testing.TB, mapName string, opts ...Option) *memberDrive
 	return &memberDriver{Driver: d, rec: rec, locks: real.locks, fences: real.fences}
 }
 
+// heldLock starts a test of one lease: goroutines it leaves behind fail t
+// (testkit.NoLeaks), and d, a member driver on a lock map of t's own, holds
+// the lock of a key of t's own as l.
+func heldLock(t *testing.T) (d *memberDriver, key string, l *lease) {
+	t.Helper()
+	testkit.NoLeaks(t)
+	d = newMemberDriver(t, "")
+	key = testkit.Key(t)
+	return d, key, d.acquire(t, key)
+}
+
+// twoDrivers starts a test of two lock clients: goroutines it leaves
+// behind fail t (testkit.NoLeaks), and da and db are member drivers on one
+// lock map of t's own, db with opts.
+func twoDrivers(t *testing.T, opts ...Option) (da, db *memberDriver) {
+	t.Helper()
+	testkit.NoLeaks(t)
+	da = newMemberDriver(t, "")
+	return da, newMemberDriver(t, da.locks.Name(), opts...)
+}
+
 // acquire takes key or fails tb.
 func (m *memberDriver) acquire(tb testing.TB, key string) *lease {
 	tb.Helper()
@@ -124,6 +136,19 @@ func (m *memberDriver) expectFree(tb testing.TB, key, held string) {
 	tb.Helper()
 	if m.locked(tb, key) {
 		tb.Fatal(held)
+	}
+}
+
+// expectNextGrant fails tb unless next, m's lease granted after prev of
+// the same key, has a greater token, and the member holds it baseHolds
+// times for next's owner.
+func (m *memberDriver) expectNextGrant(tb testing.TB, prev, next *lease) {
+	tb.Helper()
+	if next.Token() <= prev.Token() {
+		tb.Errorf("tokens %d then %d, want increasing", prev.Token(), next.Token())
+	}
+	if n := m.holds(tb, next); n != baseHolds {
+		tb.Errorf("the member holds the next grant's lock %d times for its owner, want %d", n, baseHolds)
 	}
 }
 

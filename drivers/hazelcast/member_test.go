@@ -175,12 +175,7 @@ func TestDisconnectReportsLossMember(t *testing.T) {
 	front := testserver.NewHazelcastFront(t, server.Server)
 	u := memberURL(t, testMapName())
 	u.Host = front.Addr()
-	dd, err := open(ctxFor(t), u)
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	d := dd.(*Driver)
-	t.Cleanup(func() { _ = d.Close() })
+	d := testkit.Closing(t, "open", func() (driver.Driver, error) { return open(ctxFor(t), u) }).(*Driver)
 	key := testkit.Key(t)
 	l, err := d.Acquire(ctxFor(t), testkit.Request(key, 10*time.Second))
 	if err != nil {

@@ -64,8 +64,8 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		d.giveBack(n, req.ID)
 		return nil, err
 	}
-	l := &lease{d: d, names: n, id: req.ID, token: token}
-	l.validity.Store(int64(validityOf(secs)))
+	l := &lease{d: d, names: n, id: req.ID}
+	l.Start(token, validityOf(secs))
 	return l, nil
 }
 

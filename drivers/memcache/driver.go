@@ -3,12 +3,12 @@ package memcache
 import (
 	"context"
 	"errors"
-	"sync"
 
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/driveropt"
+	"github.com/dlock-go/dlock/internal/inflight"
 )
 
 // Driver is a dlock driver over memcached: see [Driver.Capabilities] for
@@ -22,9 +22,7 @@ type Driver struct {
 	attempts int // tries per request, for dead pooled connections (see call)
 	hints    hints
 
-	mu       sync.Mutex
-	closed   bool
-	inflight sync.WaitGroup // operations Close waits for
+	inflight inflight.Group // operations Close waits for
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -85,14 +83,9 @@ func (d *Driver) Capabilities() driver.Capabilities {
 // not released: they expire by their TTL. Later calls return
 // driver.ErrClosed; a second Close returns nil.
 func (d *Driver) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	if !d.inflight.Close(nil) {
 		return nil
 	}
-	d.closed = true
-	d.mu.Unlock()
-	d.inflight.Wait()
 	if d.owned {
 		return d.mc.Close()
 	}
@@ -102,14 +95,13 @@ func (d *Driver) Close() error {
 // enter checks that the Driver is open and ctx alive, before any I/O, and
 // counts the operation in flight until done is called.
 func (d *Driver) enter(ctx context.Context) (done func(), err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
+	done, ok := d.inflight.Enter()
+	if !ok {
 		return nil, driver.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
+		done()
 		return nil, err
 	}
-	d.inflight.Add(1)
-	return d.inflight.Done, nil
+	return done, nil
 }

@@ -3,10 +3,10 @@ package memcache
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/leasekit"
 )
 
 // lease is one lock held on memcached: the lock item holds id until it
@@ -14,22 +14,17 @@ import (
 // does not tell a holder of its loss: the next Extend finds it.
 type lease struct {
 	driver.NoReports
-	d        *Driver
-	names    names
-	id       string
-	token    uint64
-	validity atomic.Int64 // time.Duration of the latest grant or extension
+	// Grant holds the fencing token drawn when the lock was granted, and
+	// the validity of the latest grant or extension: the TTL rounded up to
+	// whole seconds, minus 2.1 s for memcached's clock (see "Guarantees" in
+	// the package documentation).
+	leasekit.Grant
+	d     *Driver
+	names names
+	id    string
 }
 
 var _ driver.Lease = (*lease)(nil)
-
-// Token returns the fencing token drawn when the lock was granted.
-func (l *lease) Token() uint64 { return l.token }
-
-// Validity returns how long the latest grant or extension is guaranteed:
-// the TTL rounded up to whole seconds, minus 2.1 s for memcached's clock
-// (see "Guarantees" in the package documentation).
-func (l *lease) Validity() time.Duration { return time.Duration(l.validity.Load()) }
 
 // Extend pushes the lock item's expiry to ttl from now, if it still holds
 // this lease's ID, by a compare-and-swap on the value read; otherwise it
@@ -43,7 +38,7 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 		if err := l.d.extend(l.names, l.id, secs); err != nil {
 			return err
 		}
-		l.validity.Store(int64(validityOf(secs)))
+		l.SetValidity(validityOf(secs))
 		return nil
 	})
 }

@@ -56,10 +56,5 @@ func newMCAt(tb testing.TB, rawURL string) *gomemcache.Client {
 // newTestDriver returns a Driver over mc, closed when tb ends.
 func newTestDriver(tb testing.TB, mc *gomemcache.Client, opts ...Option) *Driver {
 	tb.Helper()
-	d, err := New(mc, opts...)
-	if err != nil {
-		tb.Fatalf("New: %v", err)
-	}
-	tb.Cleanup(func() { _ = d.Close() })
-	return d
+	return testkit.Closing(tb, "New", func() (*Driver, error) { return New(mc, opts...) })
 }

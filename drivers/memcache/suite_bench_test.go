@@ -13,10 +13,5 @@ import (
 //	make bench   (or: go test -run '^$' -bench Suite -benchtime 1x ./drivers/memcache/)
 func BenchmarkSuite(b *testing.B) {
 	server.Need(b)
-	target, done, err := benchtargets.Memcached(server.URL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer done()
-	benchkit.Run(b, target)
+	benchkit.RunOn(b, func() (benchkit.Target, func(), error) { return benchtargets.Memcached(server.URL) })
 }

@@ -254,10 +254,5 @@ func BenchmarkContended64(b *testing.B) {
 //	make bench   (or: go test -run '^$' -bench Suite -benchtime 1x ./drivers/postgres/)
 func BenchmarkSuite(b *testing.B) {
 	server.Need(b)
-	t, done, err := benchtargets.Postgres(b.Context(), server.URL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer done()
-	benchkit.Run(b, t)
+	benchkit.RunOn(b, func() (benchkit.Target, func(), error) { return benchtargets.Postgres(b.Context(), server.URL) })
 }

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/leasekit"
 )
 
 // Reasons of a lease's end, as its lost context (and so OnLoss) reports them.
@@ -39,15 +39,20 @@ var (
 // waits for it. Only when the lease's validity has passed unconfirmed is a
 // heartbeat still in flight cut off, by breaking the connection.
 type lease struct {
+	// Grant holds the fencing token of the grant (see "Guarantees" in the
+	// package documentation), and as the validity the TTL of the latest
+	// renewal, or for the grant the TTL plus the time the acquisition
+	// statement waited in PostgreSQL's queue, as the server measured it:
+	// the server ends an unrenewed session no earlier than the TTL after
+	// the grant, and the grant came that long after the call started.
+	leasekit.Grant
 	d     *Driver
 	mode  driver.Mode
 	owner string
 	keys  lockKeys
 	// check is the advisory key the heartbeat looks for in pg_locks: the
 	// lock's own for plain locks, the group's for owner members.
-	check    int64
-	token    uint64
-	validity atomic.Int64
+	check int64
 
 	// lost is cancelled, with the reason as its cause, when the lease ends:
 	// lost (the connection ended, the heartbeat found no lock, the TTL ran
@@ -80,11 +85,11 @@ type lease struct {
 var _ driver.Lease = (*lease)(nil)
 
 func (d *Driver) newLease(s *session, req driver.Request, k lockKeys, token uint64, validity time.Duration, started time.Time) *lease {
-	l := &lease{d: d, mode: req.Mode, owner: req.Owner, keys: k, check: k.main, token: token, s: s}
+	l := &lease{d: d, mode: req.Mode, owner: req.Owner, keys: k, check: k.main, s: s}
 	if req.Owner != "" {
 		l.check = k.group
 	}
-	l.validity.Store(int64(validity))
+	l.Start(token, validity)
 	l.lost, l.lose = context.WithCancelCause(context.Background())
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -101,17 +106,6 @@ func (d *Driver) newLease(s *session, req driver.Request, k lockKeys, token uint
 	}
 	return l
 }
-
-// Token returns the fencing token of the grant (see "Guarantees" in the
-// package documentation).
-func (l *lease) Token() uint64 { return l.token }
-
-// Validity returns the TTL of the latest renewal, or for the grant the TTL
-// plus the time the acquisition statement waited in PostgreSQL's queue, as
-// the server measured it: the server ends an unrenewed session no earlier
-// than the TTL after the grant, and the grant came that long after the call
-// started.
-func (l *lease) Validity() time.Duration { return time.Duration(l.validity.Load()) }
 
 // OnLoss calls f, once, when the lease is lost: the connection ended, the
 // heartbeat found no lock, the TTL ran out, or the Driver was closed (with
@@ -346,7 +340,7 @@ func (l *lease) heartbeat(s *session, ttl time.Duration) error {
 	case l.lost.Err() != nil:
 		return driver.ErrNotHeld // the expiry timer fired meanwhile
 	}
-	l.validity.Store(int64(ttl))
+	l.SetValidity(ttl)
 	l.expiresAt = started.Add(ttl)
 	l.armExpiry(ttl)
 	return nil

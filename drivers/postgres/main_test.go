@@ -30,12 +30,7 @@ func newTestDriver(tb testing.TB, opts ...Option) *Driver {
 	if err != nil {
 		tb.Fatalf("ParseConfig: %v", err)
 	}
-	d, err := NewFromConfig(cfg, opts...)
-	if err != nil {
-		tb.Fatalf("NewFromConfig: %v", err)
-	}
-	tb.Cleanup(func() { _ = d.Close() })
-	return d
+	return testkit.Closing(tb, "NewFromConfig", func() (*Driver, error) { return NewFromConfig(cfg, opts...) })
 }
 
 // rawConn returns a plain connection to the test server, closed when tb

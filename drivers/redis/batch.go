@@ -49,7 +49,7 @@ func (d *Driver) ExtendBatch(ctx context.Context, leases []driver.Lease, ttls []
 		case short != nil:
 			errs[i] = short
 		default:
-			leases[i].(*lease).validity.Store(int64(ttls[i]))
+			leases[i].(*lease).SetValidity(ttls[i])
 		}
 	}
 	return errs

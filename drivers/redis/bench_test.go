@@ -10,7 +10,6 @@ import (
 	"github.com/dlock-go/dlock/internal/benchkit"
 	"github.com/dlock-go/dlock/internal/benchtargets"
 	"github.com/dlock-go/dlock/internal/testkit"
-	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 // BenchmarkSuite runs the standard benchmark suite (internal/benchkit)
@@ -21,12 +20,7 @@ import (
 //	make bench   (or: go test -run '^$' -bench Suite -benchtime 1x ./drivers/redis/)
 func BenchmarkSuite(b *testing.B) {
 	server.Need(b)
-	target, closeRaw, err := benchtargets.Redis(server.URL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer closeRaw()
-	benchkit.Run(b, target)
+	benchkit.RunOn(b, func() (benchkit.Target, func(), error) { return benchtargets.Redis(server.URL) })
 }
 
 // BenchmarkModes measures uncontended acquire+release of a plain lock, a
@@ -122,13 +116,7 @@ func p50p99(ds []time.Duration) benchkit.Latency {
 //
 //	go test -run '^$' -bench RedLock -benchtime 1x ./drivers/redis/
 func BenchmarkRedLock(b *testing.B) {
-	server.Need(b)
-	if !server.Faults() {
-		b.Skip("starts containers of its own")
-	}
-	group := testserver.Own(b, testserver.StartTimeout, func(ctx context.Context) (*testserver.RedisGroup, error) {
-		return testserver.StartRedisGroup(ctx, 5)
-	})
+	group := ownGroup(b, 5)
 	// A per-master timeout of 1 s rather than the default 100 ms: on a
 	// loaded 2-core machine, renewing 10,000 held locks keeps the masters
 	// busy long enough for the default to refuse acquisitions spuriously.
@@ -168,17 +156,8 @@ func BenchmarkRedLock(b *testing.B) {
 //
 //	go test -run '^$' -bench Cluster -benchtime 1x ./drivers/redis/
 func BenchmarkCluster(b *testing.B) {
-	server.Need(b)
-	if !server.Faults() {
-		b.Skip("starts containers of its own")
-	}
-	cluster := testserver.Own(b, testserver.StartTimeout, func(ctx context.Context) (*testserver.RedisCluster, error) {
-		return testserver.StartRedisCluster(ctx, 3)
+	cluster := ownCluster(b, 3)
+	benchkit.RunOn(b, func() (benchkit.Target, func(), error) {
+		return benchtargets.RedisCluster(cluster.URL(), cluster.Addrs())
 	})
-	target, closeRaw, err := benchtargets.RedisCluster(cluster.URL(), cluster.Addrs())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer closeRaw()
-	benchkit.Run(b, target)
 }

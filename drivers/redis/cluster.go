@@ -7,7 +7,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/urlparams"
 )
 
@@ -19,11 +18,6 @@ const (
 	// SchemeClusterTLS is the same over TLS: "rediss+cluster://...".
 	SchemeClusterTLS = "rediss+cluster"
 )
-
-func init() {
-	dlock.Register(SchemeCluster, openCluster)
-	dlock.Register(SchemeClusterTLS, openCluster)
-}
 
 // openCluster is the dlock.OpenFunc of the Cluster schemes: a Driver that
 // owns a go-redis ClusterClient, once the cluster answers.

@@ -19,13 +19,7 @@ import (
 // TestCluster runs everything Cluster against a 3-master Redis Cluster,
 // started for this test only.
 func TestCluster(t *testing.T) {
-	server.Need(t)
-	if !server.Faults() {
-		t.Skip("Cluster tests start containers of their own; the package runs against an external server")
-	}
-	c := &clusterEnv{cluster: testserver.Own(t, testserver.StartTimeout, func(ctx context.Context) (*testserver.RedisCluster, error) {
-		return testserver.StartRedisCluster(ctx, 3)
-	})}
+	c := &clusterEnv{cluster: ownCluster(t, 3)}
 	t.Run("Conformance", c.testConformance)
 	t.Run("ShardedNotifications", c.testShardedNotifications)
 	t.Run("KeysOnEveryShard", c.testKeysOnEveryShard)
@@ -64,12 +58,8 @@ type clusterEnv struct{ cluster *testserver.RedisCluster }
 
 func (c *clusterEnv) open(t *testing.T) *Driver {
 	t.Helper()
-	d, err := openCluster(ctxFor(t), testkit.URL(t, c.cluster.URL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	return d.(*Driver)
+	u := testkit.URL(t, c.cluster.URL())
+	return testkit.Closing(t, "openCluster", func() (driver.Driver, error) { return openCluster(ctxFor(t), u) }).(*Driver)
 }
 
 func (c *clusterEnv) client(t *testing.T) *goredis.ClusterClient {

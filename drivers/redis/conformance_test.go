@@ -68,11 +68,7 @@ func openLinked(ctx context.Context, u *url.URL, dial dialer) (driver.Driver, er
 		return nil, err
 	}
 	opt.Dialer = dial
-	client := goredis.NewClient(opt)
-	if err := pingOwned(ctx, u, client); err != nil {
-		return nil, err
-	}
-	return newDriver(client, true, o), nil
+	return openOwned(ctx, u, goredis.NewClient(opt), o)
 }
 
 // linkedNodeTimeout is the per-master timeout of a linked RedLock client:
@@ -121,9 +117,5 @@ func openClusterLinked(ctx context.Context, u *url.URL, dial dialer) (driver.Dri
 		return nil, err
 	}
 	opt.Dialer = dial
-	client := goredis.NewClusterClient(opt)
-	if err := pingOwned(ctx, u, client); err != nil {
-		return nil, err
-	}
-	return newDriver(client, true, o), nil
+	return openOwned(ctx, u, goredis.NewClusterClient(opt), o)
 }

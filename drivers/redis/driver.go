@@ -151,8 +151,8 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	if !g.ok {
 		return nil, &driver.LockedError{RetryAfter: g.retry}
 	}
-	l := &lease{d: d, names: n, id: req.ID, token: g.token}
-	l.validity.Store(int64(req.TTL))
+	l := &lease{d: d, names: n, id: req.ID}
+	l.Start(g.token, req.TTL)
 	return l, nil
 }
 

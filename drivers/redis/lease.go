@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/leasekit"
 )
 
 // lease is one hold on Redis: the field h:ID of the lock hash, there until
@@ -17,23 +17,18 @@ import (
 // not tell a holder of its loss: the next Extend finds it.
 type lease struct {
 	driver.NoReports
-	d        *Driver
-	names    names
-	id       string
-	token    uint64
-	validity atomic.Int64 // time.Duration of the latest grant or extension
+	// Grant holds the fencing token of the grant (the acquire script issued
+	// it, or, for a reentrant entry, the entry it joined), and the TTL of
+	// the latest grant or extension as its validity: Redis promised at least
+	// that much (rounded up to whole milliseconds) from when it ran the
+	// script, which is after the call started.
+	leasekit.Grant
+	d     *Driver
+	names names
+	id    string
 }
 
 var _ driver.Lease = (*lease)(nil)
-
-// Token returns the fencing token of the grant: the acquire script issued
-// it, or, for a reentrant entry, the entry it joined.
-func (l *lease) Token() uint64 { return l.token }
-
-// Validity returns the TTL of the latest grant or extension: Redis promised
-// at least that much (rounded up to whole milliseconds) from when it ran the
-// script, which is after the call started.
-func (l *lease) Validity() time.Duration { return time.Duration(l.validity.Load()) }
 
 // Extend pushes this hold's expiry to ttl from now, if it is still there;
 // otherwise it changes nothing and returns ErrNotHeld.
@@ -52,7 +47,7 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if !ok {
 		return driver.ErrNotHeld
 	}
-	l.validity.Store(int64(ttl))
+	l.SetValidity(ttl)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -38,16 +39,42 @@ func newRDB(tb testing.TB) *goredis.Client {
 // newTestDriver returns a Driver over rdb, closed when t ends.
 func newTestDriver(tb testing.TB, rdb goredis.UniversalClient, opts ...Option) *Driver {
 	tb.Helper()
-	d, err := New(rdb, opts...)
-	if err != nil {
-		tb.Fatalf("New: %v", err)
-	}
-	tb.Cleanup(func() { _ = d.Close() })
-	return d
+	return testkit.Closing(tb, "New", func() (*Driver, error) { return New(rdb, opts...) })
 }
 
 // offlineRDB returns a go-redis client of an address where nothing listens:
 // for tests that must not reach a server (go-redis connects lazily).
 func offlineRDB() *goredis.Client {
 	return goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
+}
+
+// needOwnContainers skips tb unless the package's server is a container
+// of the tests' own: tests that start more servers (a Cluster, RedLock's
+// masters) do not against an external server.
+func needOwnContainers(tb testing.TB) {
+	tb.Helper()
+	server.Need(tb)
+	if !server.Faults() {
+		tb.Skip("starts containers of its own; the package runs against an external server")
+	}
+}
+
+// ownCluster starts a Redis Cluster of n masters for tb only (see
+// needOwnContainers), removed when tb ends.
+func ownCluster(tb testing.TB, n int) *testserver.RedisCluster {
+	tb.Helper()
+	needOwnContainers(tb)
+	return testserver.Own(tb, testserver.StartTimeout, func(ctx context.Context) (*testserver.RedisCluster, error) {
+		return testserver.StartRedisCluster(ctx, n)
+	})
+}
+
+// ownGroup starts n independent Redis servers, RedLock's masters, for tb
+// only (see needOwnContainers), removed when tb ends.
+func ownGroup(tb testing.TB, n int) *testserver.RedisGroup {
+	tb.Helper()
+	needOwnContainers(tb)
+	return testserver.Own(tb, testserver.StartTimeout, func(ctx context.Context) (*testserver.RedisGroup, error) {
+		return testserver.StartRedisGroup(ctx, n)
+	})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/driveropt"
+	"github.com/dlock-go/dlock/internal/leasekit"
 )
 
 // RedLock is a dlock driver over N independent Redis masters (the RedLock
@@ -241,8 +242,8 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 			fenced++
 		})
 		if fenced >= r.quorum && stillValid(started, req.TTL) {
-			l := &rlLease{r: r, names: n, id: req.ID, token: token}
-			l.validity.Store(int64(req.TTL))
+			l := &rlLease{r: r, names: n, id: req.ID}
+			l.Start(token, req.TTL)
 			return l, nil
 		}
 	}
@@ -419,22 +420,16 @@ func (r *RedLock) opErr(err error) error {
 // finds it.
 type rlLease struct {
 	driver.NoReports
-	r        *RedLock
-	names    names
-	id       string
-	token    uint64
-	validity atomic.Int64
+	// Grant holds the fencing token (see "RedLock" in the package
+	// documentation for its guarantee), and the TTL of the latest grant or
+	// extension as its validity, counted from the start of its call.
+	leasekit.Grant
+	r     *RedLock
+	names names
+	id    string
 }
 
 var _ driver.Lease = (*rlLease)(nil)
-
-// Token returns the fencing token: see "RedLock" in the package
-// documentation for its guarantee.
-func (l *rlLease) Token() uint64 { return l.token }
-
-// Validity returns the TTL of the latest grant or extension, counted from
-// the start of its call.
-func (l *rlLease) Validity() time.Duration { return time.Duration(l.validity.Load()) }
 
 // Extend extends the hold on every master at once; it succeeds when a
 // majority extended it within the validity. When so many masters no longer
@@ -467,7 +462,7 @@ func (l *rlLease) Extend(ctx context.Context, ttl time.Duration) error {
 	if !stillValid(started, ttl) {
 		return fmt.Errorf("redis: redlock: a majority extended the lock, but only after %v of its %v TTL", time.Since(started).Round(time.Millisecond), ttl)
 	}
-	l.validity.Store(int64(ttl))
+	l.SetValidity(ttl)
 	return nil
 }
 

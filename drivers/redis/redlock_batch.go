@@ -62,7 +62,7 @@ func (r *RedLock) ExtendBatch(ctx context.Context, leases []driver.Lease, ttls [
 			err = fmt.Errorf("redis: redlock: a majority extended the lock, but only after %v of its %v TTL", time.Since(started).Round(time.Millisecond), ttls[i])
 		}
 		if err == nil {
-			leases[i].(*rlLease).validity.Store(int64(ttls[i]))
+			leases[i].(*rlLease).SetValidity(ttls[i])
 		}
 		errs[i] = err
 	}

@@ -23,13 +23,7 @@ import (
 // TestRedLock runs everything RedLock against five independent Redis
 // containers, started for this test only.
 func TestRedLock(t *testing.T) {
-	server.Need(t)
-	if !server.Faults() {
-		t.Skip("RedLock tests start containers of their own; the package runs against an external server")
-	}
-	group := testserver.Own(t, testserver.StartTimeout, func(ctx context.Context) (*testserver.RedisGroup, error) {
-		return testserver.StartRedisGroup(ctx, 5)
-	})
+	group := ownGroup(t, 5)
 	g := &rlGroup{group: group}
 	for _, a := range group.Addrs() {
 		c := goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1, MaintNotificationsConfig: maintOff()})
@@ -95,12 +89,8 @@ func (g *rlGroup) open(t *testing.T, query string) *RedLock {
 		// extension once timed out on 3 of 5 masters).
 		query = "?node_timeout=500ms"
 	}
-	d, err := openRedLock(ctxFor(t), testkit.URL(t, g.group.RedLockURL()+query))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	return d.(*RedLock)
+	u := testkit.URL(t, g.group.RedLockURL()+query)
+	return testkit.Closing(t, "openRedLock", func() (driver.Driver, error) { return openRedLock(ctxFor(t), u) }).(*RedLock)
 }
 
 // holders counts the masters whose lock hash for key has a hold of id.

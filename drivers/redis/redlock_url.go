@@ -35,11 +35,6 @@ const (
 	addrParam        = "addr"         // a master, for addresses a URL host list cannot carry (IPv6)
 )
 
-func init() {
-	dlock.Register(SchemeRedLock, openRedLock)
-	dlock.Register(SchemeRedLockTLS, openRedLock)
-}
-
 // openRedLock is the dlock.OpenFunc of the RedLock schemes.
 var openRedLock = urlparams.Opener(connectRedLock)
 

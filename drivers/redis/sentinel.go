@@ -77,11 +77,6 @@ func askSentinels(ctx context.Context, u *url.URL, opt *goredis.FailoverOptions)
 	return fmt.Errorf("redis: %s: no sentinel named the master: %w", urlparams.Display(u), errors.Join(errs...))
 }
 
-func init() {
-	dlock.Register(SchemeSentinel, openSentinel)
-	dlock.Register(SchemeSentinelTLS, openSentinel)
-}
-
 // parseSentinelURL checks u and turns it into go-redis failover options and
 // the driver's own. Its errors wrap dlock.ErrInvalidURL and never contain
 // the passwords.

@@ -46,8 +46,8 @@ func (d *Driver) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 		// waits for the replicas again.
 		return nil, err
 	}
-	nl := &lease{d: d, names: l.names, id: to.ID, token: uint64(res[1])}
-	nl.validity.Store(int64(to.TTL))
+	nl := &lease{d: d, names: l.names, id: to.ID}
+	nl.Start(uint64(res[1]), to.TTL)
 	return nl, nil
 }
 

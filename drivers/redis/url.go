@@ -28,12 +28,25 @@ const (
 // others are go-redis's.
 const prefixParam = "key_prefix"
 
+// The package's schemes, each with the dlock.OpenFunc that opens it: a
+// single server, a Cluster, RedLock's independent masters, and a master
+// found through Sentinel, each over plain TCP or TLS.
 func init() {
-	dlock.Register(Scheme, open)
-	dlock.Register(SchemeTLS, open)
+	for scheme, opener := range map[string]dlock.OpenFunc{
+		Scheme:            open,
+		SchemeTLS:         open,
+		SchemeCluster:     openCluster,
+		SchemeClusterTLS:  openCluster,
+		SchemeRedLock:     openRedLock,
+		SchemeRedLockTLS:  openRedLock,
+		SchemeSentinel:    openSentinel,
+		SchemeSentinelTLS: openSentinel,
+	} {
+		dlock.Register(scheme, opener)
+	}
 }
 
-// open is the dlock.OpenFunc of the URL scheme(s) this package registers.
+// open is the dlock.OpenFunc of the single-server schemes.
 var open = urlparams.Opener(urlparams.Parsed(parseURL, connect))
 
 // connect makes a go-redis client from u, checks that the server answers

@@ -67,7 +67,7 @@ func TestParseURLBad(t *testing.T) {
 
 func TestRegistered(t *testing.T) {
 	schemes := dlock.Schemes()
-	for _, s := range []string{Scheme, SchemeTLS} {
+	for _, s := range []string{Scheme, SchemeTLS, SchemeCluster, SchemeClusterTLS, SchemeRedLock, SchemeRedLockTLS} {
 		if !slices.Contains(schemes, s) {
 			t.Errorf("scheme %q is not registered; have %v", s, schemes)
 		}

@@ -85,11 +85,9 @@ func countedDriver(tb testing.TB, session time.Duration) (*Driver, *wire) {
 	waitUntil(tb, 30*time.Second, "a session with the test server", func() bool {
 		return conn.State() == zk.StateHasSession && granted.Load() > 0
 	})
-	d, err := New(conn, time.Duration(granted.Load()), WithBasePath("/dlock-test"+testBase()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = d.Close() })
+	d := testkit.Closing(tb, "New", func() (*Driver, error) {
+		return New(conn, time.Duration(granted.Load()), WithBasePath("/dlock-test"+testBase()))
+	})
 	return d, w
 }
 

@@ -106,10 +106,7 @@ func testLeaderStops(t *testing.T, e *testserver.ZooKeeperEnsemble) {
 			errs <- err
 		})
 	}
-	leader := e.Leader(ctx)
-	if leader < 0 {
-		t.Fatal("no leader")
-	}
+	leader := mustLeader(t, ctx, e)
 	if err := e.Members[leader].Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -154,10 +151,7 @@ func testLeaderStops(t *testing.T, e *testserver.ZooKeeperEnsemble) {
 func testFollowerPaused(t *testing.T, e *testserver.ZooKeeperEnsemble) {
 	ctx := ctxFor(t)
 	base, key := testBase(), "follower-paused"
-	leader := e.Leader(ctx)
-	if leader < 0 {
-		t.Fatal("no leader")
-	}
+	leader := mustLeader(t, ctx, e)
 	follower := (leader + 1) % 3
 	other := 3 - leader - follower
 	hc, _ := ensembleClient(t, e, base)
@@ -224,10 +218,7 @@ func testFollowerPaused(t *testing.T, e *testserver.ZooKeeperEnsemble) {
 func testHolderServerPaused(t *testing.T, e *testserver.ZooKeeperEnsemble, pause time.Duration, lost bool) {
 	ctx := ctxFor(t)
 	base, key := testBase(), "holder-paused"
-	leader := e.Leader(ctx)
-	if leader < 0 {
-		t.Fatal("no leader")
-	}
+	leader := mustLeader(t, ctx, e)
 	follower := (leader + 1) % 3
 	hc, _ := ensembleClient(t, e, base, follower)
 	oc, _ := ensembleClient(t, e, base, leader)
@@ -277,4 +268,15 @@ func testHolderServerPaused(t *testing.T, e *testserver.ZooKeeperEnsemble, pause
 		t.Fatalf("Lock by the holder's client after its server came back: %v", err)
 	}
 	_ = l2.Unlock(ctx)
+}
+
+// mustLeader returns the index of e's leader, or fails tb when no member
+// says it leads.
+func mustLeader(tb testing.TB, ctx context.Context, e *testserver.ZooKeeperEnsemble) int {
+	tb.Helper()
+	leader := e.Leader(ctx)
+	if leader < 0 {
+		tb.Fatal("no leader")
+	}
+	return leader
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/liblog"
 	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
@@ -50,18 +51,10 @@ func testURL(tb testing.TB, base string) string {
 // dial opens a Driver on url, closed when tb ends.
 func dial(tb testing.TB, rawURL string) *Driver {
 	tb.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	u := testkit.URL(tb, rawURL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, err := open(ctx, u)
-	if err != nil {
-		tb.Fatalf("open(%q): %v", rawURL, err)
-	}
-	tb.Cleanup(func() { _ = d.Close() })
-	return d.(*Driver)
+	return testkit.Closing(tb, "open "+rawURL, func() (driver.Driver, error) { return open(ctx, u) }).(*Driver)
 }
 
 // rawConn returns a plain client connection to the test server (the first of

@@ -1,12 +1,12 @@
 package zookeeper
 
 import (
-	"net/url"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock/internal/benchkit"
 	"github.com/dlock-go/dlock/internal/benchtargets"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // BenchmarkSuite runs the standard benchmark suite (internal/benchkit)
@@ -15,17 +15,6 @@ import (
 //
 //	go test -run '^$' -bench Suite -benchtime 1x ./drivers/zookeeper/
 func BenchmarkSuite(b *testing.B) {
-	u, err := url.Parse(testURL(b, testBase()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	q := u.Query()
-	q.Set(sessionTTLParam, "4s")
-	u.RawQuery = q.Encode()
-	t, done, err := benchtargets.ZooKeeperTarget(u.String(), 4*time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer done()
-	benchkit.Run(b, t)
+	u := testkit.WithQuery(b, testURL(b, testBase()), sessionTTLParam, "4s")
+	benchkit.RunOn(b, func() (benchkit.Target, func(), error) { return benchtargets.ZooKeeperTarget(u, 4*time.Second) })
 }

@@ -17,6 +17,19 @@ const (
 	heldPeriods       = 3
 )
 
+// RunOn runs the standard suite ([Run]) on the target that open makes,
+// then calls the func open returns with it (which closes the target's raw
+// client); an error of open fails b.
+func RunOn(b *testing.B, open func() (Target, func(), error)) {
+	b.Helper()
+	t, done, err := open()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer done()
+	Run(b, t)
+}
+
 // Run runs the standard suite as sub-benchmarks of b, reporting each figure
 // with b.ReportMetric. Each sub-benchmark measures once per iteration; run it
 // with -benchtime=1x.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"testing"
 	"time"
 
@@ -123,4 +124,17 @@ func fatalIf(tb testing.TB, err error, op, key string) {
 	if err != nil {
 		tb.Fatalf("%s(%q): %v", op, key, err)
 	}
+}
+
+// Closing returns what open makes, closed when tb ends, or fails tb,
+// naming the call what, when open returns an error: the shape of every
+// test's "make a client or driver for this test only".
+func Closing[C io.Closer](tb testing.TB, what string, open func() (C, error)) C {
+	tb.Helper()
+	c, err := open()
+	if err != nil {
+		tb.Fatalf("%s: %v", what, err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
 }

@@ -46,28 +46,14 @@ var HazelcastClusterProps = []string{
 // StartHazelcastCluster starts n members that join each other and waits
 // until each of them sees all n.
 func StartHazelcastCluster(ctx context.Context, n int) (*HazelcastClusterOf, error) {
-	nw, err := clusterNetwork(ctx, HazelcastImage(), hazelcastClusterLabel, hazelcastClusterLabel)
+	members, nw, err := startNamed(ctx, HazelcastImage(), hazelcastClusterLabel, "hz", n, startHazelcastMember,
+		func(ctx context.Context, members []*Server, i int) error {
+			return (&HazelcastClusterOf{Members: members}).WaitMembers(ctx, i, n)
+		})
 	if err != nil {
 		return nil, err
 	}
-	c := &HazelcastClusterOf{network: nw}
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("hz%d", i+1)
-	}
-	c.Members, err = startEach(n, func(i int) (*Server, error) { return startHazelcastMember(ctx, nw, names, i) })
-	if err != nil {
-		_ = c.Terminate(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	for i := range c.Members {
-		if err := c.WaitMembers(ctx, i, n); err != nil {
-			err = fmt.Errorf("%w%s", err, c.Members[i].logTail(ctx))
-			_ = c.Terminate(context.WithoutCancel(ctx))
-			return nil, err
-		}
-	}
-	return c, nil
+	return &HazelcastClusterOf{Members: members, network: nw}, nil
 }
 
 // startHazelcastMember starts member i of the cluster named names, with

@@ -3,6 +3,7 @@ package testserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -75,6 +76,37 @@ func startEach(n int, start func(i int) (*Server, error)) ([]*Server, error) {
 	}
 	wg.Wait()
 	return servers, errors.Join(errs...)
+}
+
+// startNamed starts the n members of a cluster at once on a Docker network
+// of their own (see clusterNetwork: image, labelled label), where member i
+// is named prefix followed by i+1, each with start; then it waits, member
+// after member, until ready(members, i). On failure it removes what it
+// started, network included, and adds the log tail of the member that was
+// not ready to the error.
+func startNamed(ctx context.Context, image, label, prefix string, n int,
+	start func(ctx context.Context, nw *testcontainers.DockerNetwork, names []string, i int) (*Server, error),
+	ready func(ctx context.Context, members []*Server, i int) error,
+) ([]*Server, *testcontainers.DockerNetwork, error) {
+	nw, err := clusterNetwork(ctx, image, label, label)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%d", prefix, i+1)
+	}
+	members, err := startEach(n, func(i int) (*Server, error) { return start(ctx, nw, names, i) })
+	for i := 0; err == nil && i < n; i++ {
+		if err = ready(ctx, members, i); err != nil {
+			err = fmt.Errorf("%w%s", err, members[i].logTail(ctx))
+		}
+	}
+	if err != nil {
+		_ = terminateAll(context.WithoutCancel(ctx), members, nw)
+		return nil, nil, err
+	}
+	return members, nw, nil
 }
 
 // addrsOf returns the addresses of servers, nil ones left out, in order.

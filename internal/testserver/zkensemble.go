@@ -2,7 +2,6 @@ package testserver
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -26,29 +25,14 @@ const ensembleLabel = "zookeeper-ensemble"
 // StartZooKeeperEnsemble starts an ensemble of n members (3 makes a quorum of
 // 2) and waits until every member serves, as leader or follower.
 func StartZooKeeperEnsemble(ctx context.Context, n int) (*ZooKeeperEnsemble, error) {
-	nw, err := clusterNetwork(ctx, ZooKeeperImage, ensembleLabel, ensembleLabel)
+	// A member serves only once a quorum has formed: it is ready when it
+	// serves.
+	members, nw, err := startNamed(ctx, ZooKeeperImage, ensembleLabel, "zk", n, startMember,
+		func(ctx context.Context, members []*Server, i int) error { return members[i].waitReady(ctx) })
 	if err != nil {
 		return nil, err
 	}
-	e := &ZooKeeperEnsemble{network: nw}
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("zk%d", i+1)
-	}
-	e.Members, err = startEach(n, func(i int) (*Server, error) { return startMember(ctx, nw, names, i) })
-	if err != nil {
-		_ = e.Terminate(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	// A member serves only once a quorum has formed: wait for each.
-	for _, s := range e.Members {
-		if err := s.waitReady(ctx); err != nil {
-			err = fmt.Errorf("%w%s", err, s.logTail(ctx))
-			_ = e.Terminate(context.WithoutCancel(ctx))
-			return nil, err
-		}
-	}
-	return e, nil
+	return &ZooKeeperEnsemble{Members: members, network: nw}, nil
 }
 
 // startMember starts member i of the ensemble named names without waiting
