@@ -28,52 +28,100 @@ func MeasureHandoff(ctx context.Context, t Target, waiters, clients, rounds int)
 		return Handoff{}, err
 	}
 	defer done()
-	key := newKey("handoff")
+	ls, err := mutexLockers(cs, newKey("handoff"), waiters+1)
+	if err != nil {
+		return Handoff{}, err
+	}
+	return MeasureHandoffLockers(ctx, ls, clients, rounds, 0, t.Requests)
+}
+
+// MeasureHandoffLockers has a goroutine per locker (all but one are the
+// waiters) pass one lock around, and times each handoff: from the holder's
+// unlock call to the next Lock returning. It stops after rounds grants, or
+// once limit has passed when limit is not 0 (for polling locks, whose
+// handoffs can take their retry delay). clients is how many independent
+// clients the lockers are spread over, for the report; requests, when not
+// nil, counts the backend's requests (Handoff.Requests).
+//
+// A goroutine that released the lock does not ask for it again until
+// another has taken it: every handoff goes to a goroutine that was waiting,
+// never back to the one that released it (a polling lock's releaser would
+// otherwise win its own lock back at once, and the figure would be a round
+// trip, not a handoff).
+func MeasureHandoffLockers(ctx context.Context, lockers []Locker, clients, rounds int, limit time.Duration, requests func() uint64) (Handoff, error) {
 	var (
-		released  atomic.Int64 // when the latest holder called Unlock, in ns since start
+		released  atomic.Int64 // when the latest holder called unlock, in ns since start
 		remaining atomic.Int64
 		mu        sync.Mutex
 		handoffs  []time.Duration
+		grants    int
+		granted   = make(chan struct{}) // closed and replaced at each grant
+		stopped   = make(chan struct{}) // closed when no round is left to claim
+		stopOnce  sync.Once
 		firstErr  error
 		wg        sync.WaitGroup
 	)
+	runCtx, abort := context.WithCancel(ctx)
+	defer abort()
+	stop := func() { stopOnce.Do(func() { close(stopped) }) }
 	remaining.Store(int64(rounds))
 	start := time.Now()
-	r0 := t.requests()
-	for g := range waiters + 1 {
-		m, err := cs[g%clients].Mutex(key)
-		if err != nil {
-			return Handoff{}, err
+	claim := func() bool {
+		if remaining.Add(-1) < 0 || (limit > 0 && time.Since(start) > limit) {
+			stop()
+			return false
 		}
+		return true
+	}
+	r0 := startCount(requests)
+	for _, l := range lockers {
 		wg.Go(func() {
-			for remaining.Add(-1) >= 0 {
-				l, err := m.Lock(ctx)
+			for claim() {
+				unlock, err := l.Lock(runCtx)
 				if err != nil {
 					mu.Lock()
-					firstErr = err
+					if firstErr == nil && ctx.Err() == nil {
+						firstErr = err
+					}
 					mu.Unlock()
+					abort()
 					return
 				}
+				mu.Lock()
 				if r := released.Load(); r > 0 {
-					mu.Lock()
 					handoffs = append(handoffs, time.Since(start)-time.Duration(r))
-					mu.Unlock()
 				}
+				grants++
+				close(granted)
+				granted = make(chan struct{})
+				next := granted // closed by the grant after this one
+				mu.Unlock()
 				spin(holdFor)
 				released.Store(int64(time.Since(start)))
-				_ = l.Unlock(ctx)
+				_ = unlock(ctx)
+				if len(lockers) == 1 {
+					continue // nobody else to hand it to
+				}
+				select {
+				case <-next:
+				case <-stopped:
+				case <-runCtx.Done():
+				}
 			}
 		})
 	}
 	wg.Wait()
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
 	if firstErr != nil {
 		return Handoff{}, firstErr
 	}
 	return Handoff{
-		Waiters:  waiters,
+		Waiters:  len(lockers) - 1,
 		Clients:  clients,
 		Latency:  summarize(handoffs),
-		Requests: float64(t.requests()-r0) / float64(rounds),
+		Requests: perSection(requests, r0, grants),
 	}, nil
 }
 
