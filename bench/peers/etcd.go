@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/dlock-go/dlock/internal/benchkit"
+	"github.com/dlock-go/dlock/internal/benchtargets"
+	"github.com/dlock-go/dlock/internal/testserver"
+)
+
+// etcdBackend is one etcd member: dlock and etcd's own concurrency.Mutex,
+// each contender with a client and a session (lease) of its own, of the
+// TTL.
+var etcdBackend = backend{name: "etcd", start: func(ctx context.Context) (*env, error) {
+	srv, err := testserver.StartEtcd(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// dlock's Mutex TTL may not exceed the session TTL.
+	t, done, err := benchtargets.Etcd("etcd://" + srv.Addr() + "/dlock-peers?session_ttl=" + ttl.String())
+	if err != nil {
+		_ = srv.Terminate(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	endpoints := strings.Split(srv.Addr(), ",")
+	return &env{
+		dlock: t,
+		peers: []peer{{name: "concurrency.Mutex", newLocker: func(ctx context.Context, key string) (benchkit.Locker, func(), error) {
+			cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second, Context: context.WithoutCancel(ctx)})
+			if err != nil {
+				return nil, nil, err
+			}
+			s, err := concurrency.NewSession(cli, concurrency.WithTTL(int(ttl/time.Second)))
+			if err != nil {
+				_ = cli.Close()
+				return nil, nil, err
+			}
+			m := concurrency.NewMutex(s, "/peers/"+key)
+			return benchkit.LockerFunc(func(ctx context.Context) (func(context.Context) error, error) {
+					if err := m.Lock(ctx); err != nil {
+						return nil, err
+					}
+					return m.Unlock, nil
+				}), func() {
+					_ = s.Close()
+					_ = cli.Close()
+				}, nil
+		}}},
+		stop: func() { done(); _ = srv.Terminate(context.WithoutCancel(ctx)) },
+	}, nil
+}}
