@@ -37,9 +37,9 @@ func MeasureHandoff(ctx context.Context, t Target, waiters, clients, rounds int)
 
 // MeasureHandoffLockers has a goroutine per locker (all but one are the
 // waiters) pass one lock around, and times each handoff: from the holder's
-// unlock call to the next Lock returning. It stops after rounds grants, or
-// once limit has passed when limit is not 0 (for polling locks, whose
-// handoffs can take their retry delay). clients is how many independent
+// unlock call to the next Lock returning. It stops after rounds grants, or,
+// when limit is not 0, once limit has passed and a handoff was timed (for
+// polling locks, whose handoffs can take their retry delay). clients is how many independent
 // clients the lockers are spread over, for the report; requests, when not
 // nil, counts the backend's requests (Handoff.Requests).
 //
@@ -51,6 +51,7 @@ func MeasureHandoff(ctx context.Context, t Target, waiters, clients, rounds int)
 func MeasureHandoffLockers(ctx context.Context, lockers []Locker, clients, rounds int, limit time.Duration, requests func() uint64) (Handoff, error) {
 	var (
 		released  atomic.Int64 // when the latest holder called unlock, in ns since start
+		timed     atomic.Bool  // a handoff was timed
 		remaining atomic.Int64
 		mu        sync.Mutex
 		handoffs  []time.Duration
@@ -67,7 +68,7 @@ func MeasureHandoffLockers(ctx context.Context, lockers []Locker, clients, round
 	remaining.Store(int64(rounds))
 	start := time.Now()
 	claim := func() bool {
-		if remaining.Add(-1) < 0 || (limit > 0 && time.Since(start) > limit) {
+		if remaining.Add(-1) < 0 || (limit > 0 && time.Since(start) > limit && timed.Load()) {
 			stop()
 			return false
 		}
@@ -90,6 +91,7 @@ func MeasureHandoffLockers(ctx context.Context, lockers []Locker, clients, round
 				mu.Lock()
 				if r := released.Load(); r > 0 {
 					handoffs = append(handoffs, time.Since(start)-time.Duration(r))
+					timed.Store(true)
 				}
 				grants++
 				close(granted)
