@@ -27,7 +27,7 @@ VET_FLAGS = -race
 RECORD_VAR = DLOCK_CONFORMANCE_RECORD
 CAPTABLE_CHECK = $(GO) run ./internal/captable -check
 
-.PHONY: test check build-tests setup example bench flakes captable captable-check
+.PHONY: test check build-tests setup example bench bench-peers flakes captable captable-check
 
 ## test: set the machine up while the code is vetted and every test binary
 ## compiles (setup waits mostly on apt and Docker, the compiler on the CPU:
@@ -85,6 +85,16 @@ example:
 ## against real servers in containers: figures, not pass/fail.
 bench: setup
 	$(TEST_ENV) $(GO) test -run '^$$' -bench Suite -benchtime 1x -timeout 60m ./drivers/...
+
+## bench-peers: dlock beside the libraries people use on each backend
+## instead (redsync, redislock, etcd's concurrency.Mutex, zk.Lock, raw
+## advisory locks, a polled memcached add), on the same servers in
+## containers, in one run of a few minutes: prints the table and writes
+## results.json and charts into PEERS_OUT. bench/peers is a module of its
+## own, so that those libraries stay out of dlock's dependencies.
+PEERS_OUT ?= docs/bench/peers
+bench-peers: setup
+	cd bench/peers && $(GO) run . --out "$(abspath $(PEERS_OUT))" $(PEERS_FLAGS)
 
 ## flakes: run the whole suite N times with -race while LOAD busy processes
 ## keep the cores loaded; reports every failing test (testenv/flakes).

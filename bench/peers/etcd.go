@@ -16,21 +16,14 @@ import (
 // etcdBackend is one etcd member: dlock and etcd's own concurrency.Mutex,
 // each contender with a client and a session (lease) of its own, of the
 // TTL.
-var etcdBackend = backend{name: "etcd", start: func(ctx context.Context) (*env, error) {
-	srv, err := testserver.StartEtcd(ctx)
-	if err != nil {
-		return nil, err
-	}
-	// dlock's Mutex TTL may not exceed the session TTL.
-	t, done, err := benchtargets.Etcd("etcd://" + srv.Addr() + "/dlock-peers?session_ttl=" + ttl.String())
-	if err != nil {
-		_ = srv.Terminate(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	endpoints := strings.Split(srv.Addr(), ",")
-	return &env{
-		dlock: t,
-		peers: []peer{{name: "concurrency.Mutex", newLocker: func(ctx context.Context, key string) (benchkit.Locker, func(), error) {
+var etcdBackend = backend{name: "etcd", start: onServer(testserver.StartEtcd,
+	func(_ context.Context, addr string) (benchkit.Target, func(), error) {
+		// dlock's Mutex TTL may not exceed the session TTL.
+		return benchtargets.Etcd("etcd://" + addr + "/dlock-peers?session_ttl=" + ttl.String())
+	},
+	func(addr string) []peer {
+		endpoints := strings.Split(addr, ",")
+		return []peer{{name: "concurrency.Mutex", newLocker: func(ctx context.Context, key string) (benchkit.Locker, func(), error) {
 			cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second, Context: context.WithoutCancel(ctx)})
 			if err != nil {
 				return nil, nil, err
@@ -50,7 +43,5 @@ var etcdBackend = backend{name: "etcd", start: func(ctx context.Context) (*env, 
 					_ = s.Close()
 					_ = cli.Close()
 				}, nil
-		}}},
-		stop: func() { done(); _ = srv.Terminate(context.WithoutCancel(ctx)) },
-	}, nil
-}}
+		}}}
+	})}

@@ -14,14 +14,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -30,6 +28,7 @@ import (
 
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
+	"github.com/dlock-go/dlock/internal/benchkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 
 	_ "github.com/dlock-go/dlock/drivers/etcd"
@@ -150,14 +149,7 @@ func backendNames() []string {
 
 // writeOut writes results.json and the charts into dir.
 func writeOut(dir string, res results) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(data, '\n'), 0o644); err != nil {
+	if err := benchkit.WriteResults(dir, res); err != nil {
 		return err
 	}
 	return writeCharts(dir, res.Rows)

@@ -18,20 +18,14 @@ const memcachedRetry = 10 * time.Millisecond
 // memcachedBackend is one memcached server: dlock and the lock people
 // write over memcached by hand, add with an expiry (it fails while the key
 // exists), polled every 10 ms, released by delete.
-var memcachedBackend = backend{name: "memcached", start: func(ctx context.Context) (*env, error) {
-	srv, err := testserver.StartMemcached(ctx)
-	if err != nil {
-		return nil, err
-	}
-	t, done, err := benchtargets.Memcached("memcache://" + srv.Addr())
-	if err != nil {
-		_ = srv.Terminate(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	return &env{
-		dlock: t,
-		peers: []peer{{name: "add, polled", newLocker: func(_ context.Context, key string) (benchkit.Locker, func(), error) {
-			c := memcache.New(srv.Addr())
+var memcachedBackend = backend{name: "memcached", start: onServer(
+	func(ctx context.Context) (*testserver.Server, error) { return testserver.StartMemcached(ctx) },
+	func(_ context.Context, addr string) (benchkit.Target, func(), error) {
+		return benchtargets.Memcached("memcache://" + addr)
+	},
+	func(addr string) []peer {
+		return []peer{{name: "add, polled", newLocker: func(_ context.Context, key string) (benchkit.Locker, func(), error) {
+			c := memcache.New(addr)
 			k := "peers-" + key[len("peers/"):] // memcached keys: no spaces or controls; '/' is fine
 			p := &benchkit.Poller{
 				Try: func(_ context.Context, key, id string) (bool, error) {
@@ -45,7 +39,5 @@ var memcachedBackend = backend{name: "memcached", start: func(ctx context.Contex
 				Retry:   memcachedRetry,
 			}
 			return p.Locker(k), func() { _ = c.Close() }, nil
-		}}},
-		stop: func() { done(); _ = srv.Terminate(context.WithoutCancel(ctx)) },
-	}, nil
-}}
+		}}}
+	})}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/benchkit"
+	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 // ttl is every contender's lock TTL, where its library has one.
@@ -241,4 +242,25 @@ func (c contender) clients(n int) int {
 		return 1
 	}
 	return n
+}
+
+// onServer is the start of a backend of one server: it starts the server
+// with start, makes dlock's target over it with target and the peers with
+// peers (both given the server's address), and stops the server after the
+// target's own cleanup.
+func onServer(start func(context.Context) (*testserver.Server, error),
+	target func(ctx context.Context, addr string) (benchkit.Target, func(), error),
+	peers func(addr string) []peer) func(context.Context) (*env, error) {
+	return func(ctx context.Context) (*env, error) {
+		srv, err := start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t, done, err := target(ctx, srv.Addr())
+		if err != nil {
+			_ = srv.Terminate(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		return &env{dlock: t, peers: peers(srv.Addr()), stop: func() { done(); _ = srv.Terminate(context.WithoutCancel(ctx)) }}, nil
+	}
 }

@@ -15,20 +15,13 @@ import (
 // postgresBackend is one PostgreSQL server: dlock and the raw advisory
 // lock, pg_advisory_lock then pg_advisory_unlock, on a connection per
 // contender (the server queues the waiters).
-var postgresBackend = backend{name: "postgres", start: func(ctx context.Context) (*env, error) {
-	srv, err := testserver.StartPostgres(ctx)
-	if err != nil {
-		return nil, err
-	}
-	url := testserver.PostgresURL(srv.Addr())
-	t, done, err := benchtargets.Postgres(ctx, url)
-	if err != nil {
-		_ = srv.Terminate(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	return &env{
-		dlock: t,
-		peers: []peer{{name: "pg_advisory_lock", newLocker: func(ctx context.Context, key string) (benchkit.Locker, func(), error) {
+var postgresBackend = backend{name: "postgres", start: onServer(testserver.StartPostgres,
+	func(ctx context.Context, addr string) (benchkit.Target, func(), error) {
+		return benchtargets.Postgres(ctx, testserver.PostgresURL(addr))
+	},
+	func(addr string) []peer {
+		url := testserver.PostgresURL(addr)
+		return []peer{{name: "pg_advisory_lock", newLocker: func(ctx context.Context, key string) (benchkit.Locker, func(), error) {
 			conn, err := pgx.Connect(ctx, url)
 			if err != nil {
 				return nil, nil, err
@@ -44,7 +37,5 @@ var postgresBackend = backend{name: "postgres", start: func(ctx context.Context)
 					return err
 				}, nil
 			}), func() { _ = conn.Close(context.WithoutCancel(ctx)) }, nil
-		}}},
-		stop: func() { done(); _ = srv.Terminate(context.WithoutCancel(ctx)) },
-	}, nil
-}}
+		}}}
+	})}

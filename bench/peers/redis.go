@@ -23,26 +23,18 @@ import (
 const redisRetry = 100 * time.Millisecond
 
 // redisBackend is one Redis server: dlock, redsync and redislock.
-var redisBackend = backend{name: "redis", start: func(ctx context.Context) (*env, error) {
-	srv, err := testserver.StartRedis(ctx)
-	if err != nil {
-		return nil, err
-	}
-	url := "redis://" + srv.Addr() + "/0"
-	t, done, err := benchtargets.Redis(url)
-	if err != nil {
-		_ = srv.Terminate(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	var sent atomic.Uint64 // requests of the peers' clients
-	newClient := func() *goredis.Client {
-		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
-		c.AddHook(counter{&sent})
-		return c
-	}
-	return &env{
-		dlock: t,
-		peers: []peer{
+var redisBackend = backend{name: "redis", start: onServer(testserver.StartRedis,
+	func(_ context.Context, addr string) (benchkit.Target, func(), error) {
+		return benchtargets.Redis("redis://" + addr + "/0")
+	},
+	func(addr string) []peer {
+		var sent atomic.Uint64 // requests of the peers' clients
+		newClient := func() *goredis.Client {
+			c := goredis.NewClient(&goredis.Options{Addr: addr})
+			c.AddHook(counter{&sent})
+			return c
+		}
+		return []peer{
 			{name: "redsync", requests: sent.Load, newLocker: func(_ context.Context, key string) (benchkit.Locker, func(), error) {
 				c := newClient()
 				m := redsync.New(redsyncgoredis.NewPool(c)).NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(math.MaxInt32))
@@ -73,10 +65,8 @@ var redisBackend = backend{name: "redis", start: func(ctx context.Context) (*env
 					}
 				}), func() { _ = c.Close() }, nil
 			}},
-		},
-		stop: func() { done(); _ = srv.Terminate(context.WithoutCancel(ctx)) },
-	}, nil
-}}
+		}
+	})}
 
 // counter is a go-redis hook that counts the requests a client sends: each
 // command, and each pipeline once.

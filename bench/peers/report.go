@@ -20,14 +20,14 @@ func printTable(out io.Writer, res results) {
 	for _, r := range res.Rows {
 		p50, p99 := "=", "="
 		if r.Uncontended != nil {
-			p50, p99 = short(r.Uncontended.P50), short(r.Uncontended.P99)
+			p50, p99 = benchkit.Short(r.Uncontended.P50), benchkit.Short(r.Uncontended.P99)
 		}
 		h1, h16 := r.handoff(1), r.handoff(16)
 		c := r.Contended
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%d\t%.2f\t%s\t%.0f\t%s\t\n",
-			r.Backend, r.Contender, p50, p99, requests(r.UncontendedRequests),
-			short(h1.Latency.P50), short(h16.Latency.P50), requests(h16.Requests),
-			c.PerSecond, c.Clients, c.Jain, short(c.Wait.Max), c.MaxOverP50, requests(c.Requests))
+			r.Backend, r.Contender, p50, p99, benchkit.PerOp(r.UncontendedRequests),
+			benchkit.Short(h1.Latency.P50), benchkit.Short(h16.Latency.P50), benchkit.PerOp(h16.Requests),
+			c.PerSecond, c.Clients, c.Jain, benchkit.Short(c.Wait.Max), c.MaxOverP50, benchkit.PerOp(c.Requests))
 	}
 	w.Flush()
 	for _, s := range res.Skipped {
@@ -43,25 +43,6 @@ func (r row) handoff(waiters int) benchkit.Handoff {
 		}
 	}
 	return benchkit.Handoff{}
-}
-
-func short(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "-"
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
-	case d < time.Second:
-		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
-	}
-	return fmt.Sprintf("%.2fs", d.Seconds())
-}
-
-func requests(x float64) string {
-	if x == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f", x)
 }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

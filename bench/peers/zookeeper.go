@@ -18,20 +18,13 @@ const zkSession = 4 * time.Second
 
 // zookeeperBackend is one ZooKeeper server: dlock and go-zookeeper's Lock
 // (the ZooKeeper lock recipe), each contender with a session of its own.
-var zookeeperBackend = backend{name: "zookeeper", start: func(ctx context.Context) (*env, error) {
-	srv, err := testserver.StartZooKeeper(ctx)
-	if err != nil {
-		return nil, err
-	}
-	t, done, err := benchtargets.ZooKeeperTarget("zk://"+srv.Addr()+"/dlock-peers?session_ttl="+zkSession.String(), zkSession)
-	if err != nil {
-		_ = srv.Terminate(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	return &env{
-		dlock: t,
-		peers: []peer{{name: "zk.Lock", newLocker: func(ctx context.Context, key string) (benchkit.Locker, func(), error) {
-			conn, err := benchtargets.ZooKeeperSession([]string{srv.Addr()}, zkSession)
+var zookeeperBackend = backend{name: "zookeeper", start: onServer(testserver.StartZooKeeper,
+	func(_ context.Context, addr string) (benchkit.Target, func(), error) {
+		return benchtargets.ZooKeeperTarget("zk://"+addr+"/dlock-peers?session_ttl="+zkSession.String(), zkSession)
+	},
+	func(addr string) []peer {
+		return []peer{{name: "zk.Lock", newLocker: func(ctx context.Context, key string) (benchkit.Locker, func(), error) {
+			conn, err := benchtargets.ZooKeeperSession([]string{addr}, zkSession)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -48,7 +41,5 @@ var zookeeperBackend = backend{name: "zookeeper", start: func(ctx context.Contex
 				}
 				return func(context.Context) error { return l.Unlock() }, nil
 			}), conn.Close, nil
-		}}},
-		stop: func() { done(); _ = srv.Terminate(context.WithoutCancel(ctx)) },
-	}, nil
-}}
+		}}}
+	})}

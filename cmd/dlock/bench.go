@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -278,14 +276,7 @@ func benchContainer(ctx context.Context, cb containerBackend, measure func(bench
 
 // writeOut writes results.json and the charts.
 func writeOut(dir string, res results) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(data, '\n'), 0o644); err != nil {
+	if err := benchkit.WriteResults(dir, res); err != nil {
 		return err
 	}
 	return writeCharts(dir, res.Reports)
