@@ -70,7 +70,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	quickRun := fs.Bool("quick", false, "small sizes: a smoke run, figures only roughly meaningful")
 	only := fs.String("backends", "", "only these backends, comma-separated ("+strings.Join(backendNames(), ", ")+")")
 	outDir := fs.String("out", "", "write results.json and charts (SVG and PNG) into this directory")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
 		return 64
 	}
 	var wanted []backend

@@ -64,7 +64,7 @@ var peerCharts = []peerChart{
 		{"16 waiters", func(r row) float64 { return millis(r.handoff(16).Latency.P50) }},
 	}},
 	{"peers-throughput", "Contended throughput on one key (higher is better)", "critical sections per second", []peerSeries{
-		{"contenders", func(r row) float64 { return r.Contended.PerSecond }},
+		{"contenders on one key (dlock, one Client: goroutines of one Client; the others: a client each)", func(r row) float64 { return r.Contended.PerSecond }},
 	}},
 	{"peers-latency", "Uncontended acquire+release (lower is better)", "ms", []peerSeries{
 		{"p50", func(r row) float64 {
@@ -106,7 +106,7 @@ func writeCharts(dir string, rows []row) error {
 		if err != nil {
 			return fmt.Errorf("chart %s: %w", c.file, err)
 		}
-		if err := benchchart.Save(p, dir, c.file, vg.Length(len(rows))*0.9*vg.Inch+vg.Inch); err != nil {
+		if err := benchchart.Save(p, dir, c.file, vg.Length(len(rows))*1.2*vg.Inch+vg.Inch); err != nil {
 			return err
 		}
 	}
