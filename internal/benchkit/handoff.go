@@ -54,17 +54,28 @@ func MeasureHandoffLockers(ctx context.Context, lockers []Locker, clients, round
 		timed     atomic.Bool  // a handoff was timed
 		remaining atomic.Int64
 		mu        sync.Mutex
+		asking    = sync.NewCond(&mu) // signalled when asking or ended changes
+		inLock    int                 // goroutines that called Lock and have not got it yet, under mu
+		ended     bool                // no round left to claim, or a Lock failed, under mu
 		handoffs  []time.Duration
 		grants    int
 		granted   = make(chan struct{}) // closed and replaced at each grant
-		stopped   = make(chan struct{}) // closed when no round is left to claim
+		stopped   = make(chan struct{}) // closed when the run ends
 		stopOnce  sync.Once
 		firstErr  error
 		wg        sync.WaitGroup
 	)
 	runCtx, abort := context.WithCancel(ctx)
 	defer abort()
-	stop := func() { stopOnce.Do(func() { close(stopped) }) }
+	stop := func() {
+		stopOnce.Do(func() {
+			close(stopped)
+			mu.Lock()
+			ended = true
+			asking.Broadcast()
+			mu.Unlock()
+		})
+	}
 	remaining.Store(int64(rounds))
 	start := time.Now()
 	claim := func() bool {
@@ -78,17 +89,22 @@ func MeasureHandoffLockers(ctx context.Context, lockers []Locker, clients, round
 	for _, l := range lockers {
 		wg.Go(func() {
 			for claim() {
+				mu.Lock()
+				inLock++
+				asking.Broadcast()
+				mu.Unlock()
 				unlock, err := l.Lock(runCtx)
+				mu.Lock()
+				inLock--
 				if err != nil {
-					mu.Lock()
 					if firstErr == nil && ctx.Err() == nil {
 						firstErr = err
 					}
 					mu.Unlock()
 					abort()
+					stop()
 					return
 				}
-				mu.Lock()
 				if r := released.Load(); r > 0 {
 					handoffs = append(handoffs, time.Since(start)-time.Duration(r))
 					timed.Store(true)
@@ -97,6 +113,15 @@ func MeasureHandoffLockers(ctx context.Context, lockers []Locker, clients, round
 				close(granted)
 				granted = make(chan struct{})
 				next := granted // closed by the grant after this one
+				// Hold the lock until every other goroutine has asked
+				// for it, then holdFor more, so that it is released to
+				// waiters really blocked in Lock: on a loaded machine a
+				// goroutine can take longer than holdFor to get there,
+				// and a polling lock would then be timed taking a free
+				// lock, not a handoff.
+				for inLock < len(lockers)-1 && !ended {
+					asking.Wait()
+				}
 				mu.Unlock()
 				spin(holdFor)
 				released.Store(int64(time.Since(start)))
@@ -107,7 +132,6 @@ func MeasureHandoffLockers(ctx context.Context, lockers []Locker, clients, round
 				select {
 				case <-next:
 				case <-stopped:
-				case <-runCtx.Done():
 				}
 			}
 		})
