@@ -7,6 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
 
 	"github.com/dlock-go/dlock/internal/benchkit"
 	"github.com/dlock-go/dlock/internal/benchtargets"
@@ -24,7 +25,7 @@ var etcdBackend = backend{name: "etcd", start: onServer(testserver.StartEtcd,
 	func(addr string) []peer {
 		endpoints := strings.Split(addr, ",")
 		return []peer{{name: "concurrency.Mutex", newLocker: func(ctx context.Context, key string) (benchkit.Locker, func(), error) {
-			cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second, Context: context.WithoutCancel(ctx)})
+			cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second, Context: context.WithoutCancel(ctx), Logger: zap.NewNop()})
 			if err != nil {
 				return nil, nil, err
 			}

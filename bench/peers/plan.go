@@ -151,6 +151,13 @@ type row struct {
 	Contended           benchkit.Contended `json:"contended"`
 }
 
+// handoffHold is how long a holder keeps the lock in the handoff runs
+// once every other contender has called Lock: a waiter's first request
+// must reach the server before the release, or a polling lock is timed
+// taking a free lock (with the 200 µs of dlock bench, a loaded machine
+// showed redislock handing off in 0.4 ms for its 100 ms poll).
+const handoffHold = 5 * time.Millisecond
+
 // handoffWaiters are the waiter counts of the handoff measurements.
 var handoffWaiters = []int{1, 16}
 
@@ -223,7 +230,7 @@ func handoff(ctx context.Context, c contender, waiters int, s sizes) (benchkit.H
 		return benchkit.Handoff{}, err
 	}
 	defer done()
-	return benchkit.MeasureHandoffLockers(ctx, ls, c.clients(len(ls)), s.handoffRounds, s.handoffFor, c.requests)
+	return benchkit.MeasureHandoffLockers(ctx, ls, benchkit.HandoffOptions{Clients: c.clients(len(ls)), Rounds: s.handoffRounds, Limit: s.handoffFor, Hold: handoffHold, Requests: c.requests})
 }
 
 // contended measures c's throughput and fairness with s.contenders lockers.

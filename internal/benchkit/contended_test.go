@@ -65,8 +65,8 @@ func TestHandoffLockers(t *testing.T) {
 	p, _ := mapPoller()
 	for _, tc := range []struct {
 		lockers, rounds int
-		limit           time.Duration
-	}{{1, 10, 0}, {2, 20, 0}, {5, 30, 0}, {3, 1 << 30, 200 * time.Millisecond}} {
+		limit, hold     time.Duration
+	}{{1, 10, 0, 0}, {2, 20, 0, 0}, {5, 30, 0, 2 * time.Millisecond}, {3, 1 << 30, 200 * time.Millisecond, 0}} {
 		ls := make([]Locker, tc.lockers)
 		for i := range ls {
 			ls[i] = p.Locker("one-key")
@@ -76,7 +76,7 @@ func TestHandoffLockers(t *testing.T) {
 		var err error
 		go func() {
 			defer close(done)
-			h, err = MeasureHandoffLockers(t.Context(), ls, tc.lockers, tc.rounds, tc.limit, nil)
+			h, err = MeasureHandoffLockers(t.Context(), ls, HandoffOptions{Clients: tc.lockers, Rounds: tc.rounds, Limit: tc.limit, Hold: tc.hold})
 		}()
 		select {
 		case <-done:

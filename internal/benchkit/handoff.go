@@ -32,23 +32,40 @@ func MeasureHandoff(ctx context.Context, t Target, waiters, clients, rounds int)
 	if err != nil {
 		return Handoff{}, err
 	}
-	return MeasureHandoffLockers(ctx, ls, clients, rounds, 0, t.Requests)
+	return MeasureHandoffLockers(ctx, ls, HandoffOptions{Clients: clients, Rounds: rounds, Requests: t.Requests})
+}
+
+// HandoffOptions sets a run of MeasureHandoffLockers.
+type HandoffOptions struct {
+	// Clients is how many independent clients the lockers are spread
+	// over, for the report.
+	Clients int
+	// Rounds is how many grants the run makes at most.
+	Rounds int
+	// Limit, when not 0, ends the run once it has passed and a handoff was
+	// timed (for polling locks, whose handoffs can take their retry delay).
+	Limit time.Duration
+	// Hold is how long each holder keeps the lock once every other
+	// goroutine has called Lock: long enough for their first requests to
+	// reach the backend, so that they are really waiting when it is
+	// released. Zero: 200 µs, spun (a sleep would oversleep by a timer
+	// tick); longer holds sleep.
+	Hold time.Duration
+	// Requests, when not nil, counts the backend's requests
+	// (Handoff.Requests).
+	Requests func() uint64
 }
 
 // MeasureHandoffLockers has a goroutine per locker (all but one are the
 // waiters) pass one lock around, and times each handoff: from the holder's
-// unlock call to the next Lock returning. It stops after rounds grants, or,
-// when limit is not 0, once limit has passed and a handoff was timed (for
-// polling locks, whose handoffs can take their retry delay). clients is how many independent
-// clients the lockers are spread over, for the report; requests, when not
-// nil, counts the backend's requests (Handoff.Requests).
+// unlock call to the next Lock returning, as o sets.
 //
 // A goroutine that released the lock does not ask for it again until
 // another has taken it: every handoff goes to a goroutine that was waiting,
 // never back to the one that released it (a polling lock's releaser would
 // otherwise win its own lock back at once, and the figure would be a round
 // trip, not a handoff).
-func MeasureHandoffLockers(ctx context.Context, lockers []Locker, clients, rounds int, limit time.Duration, requests func() uint64) (Handoff, error) {
+func MeasureHandoffLockers(ctx context.Context, lockers []Locker, o HandoffOptions) (Handoff, error) {
 	var (
 		released  atomic.Int64 // when the latest holder called unlock, in ns since start
 		timed     atomic.Bool  // a handoff was timed
@@ -76,16 +93,16 @@ func MeasureHandoffLockers(ctx context.Context, lockers []Locker, clients, round
 			mu.Unlock()
 		})
 	}
-	remaining.Store(int64(rounds))
+	remaining.Store(int64(o.Rounds))
 	start := time.Now()
 	claim := func() bool {
-		if remaining.Add(-1) < 0 || (limit > 0 && time.Since(start) > limit && timed.Load()) {
+		if remaining.Add(-1) < 0 || (o.Limit > 0 && time.Since(start) > o.Limit && timed.Load()) {
 			stop()
 			return false
 		}
 		return true
 	}
-	r0 := startCount(requests)
+	r0 := startCount(o.Requests)
 	for _, l := range lockers {
 		wg.Go(func() {
 			for claim() {
@@ -114,16 +131,16 @@ func MeasureHandoffLockers(ctx context.Context, lockers []Locker, clients, round
 				granted = make(chan struct{})
 				next := granted // closed by the grant after this one
 				// Hold the lock until every other goroutine has asked
-				// for it, then holdFor more, so that it is released to
+				// for it, then o.Hold more, so that it is released to
 				// waiters really blocked in Lock: on a loaded machine a
-				// goroutine can take longer than holdFor to get there,
+				// goroutine can take longer than the hold to get there,
 				// and a polling lock would then be timed taking a free
 				// lock, not a handoff.
 				for inLock < len(lockers)-1 && !ended {
 					asking.Wait()
 				}
 				mu.Unlock()
-				spin(holdFor)
+				hold(o.Hold)
 				released.Store(int64(time.Since(start)))
 				_ = unlock(ctx)
 				if len(lockers) == 1 {
@@ -145,13 +162,26 @@ func MeasureHandoffLockers(ctx context.Context, lockers []Locker, clients, round
 	}
 	return Handoff{
 		Waiters:  len(lockers) - 1,
-		Clients:  clients,
+		Clients:  o.Clients,
 		Latency:  summarize(handoffs),
-		Requests: perSection(requests, r0, grants),
+		Requests: perSection(o.Requests, r0, grants),
 	}, nil
 }
 
-// spin holds the CPU for d, where a sleep would oversleep by a timer tick.
+// hold waits d: holdFor when d is 0, spun up to holdFor (where a sleep
+// would oversleep by a timer tick), slept above.
+func hold(d time.Duration) {
+	switch {
+	case d == 0:
+		spin(holdFor)
+	case d <= holdFor:
+		spin(d)
+	default:
+		time.Sleep(d)
+	}
+}
+
+// spin holds the CPU for d.
 func spin(d time.Duration) {
 	for end := time.Now().Add(d); time.Now().Before(end); {
 	}
