@@ -39,7 +39,7 @@ import (
 )
 
 // backends are measured in this order.
-var backends = []backend{redisBackend, etcdBackend, zookeeperBackend, postgresBackend, memcachedBackend}
+var backends = []backend{redisBackend, redlockBackend, etcdBackend, zookeeperBackend, postgresBackend, memcachedBackend}
 
 // results is what --out writes as results.json.
 type results struct {
@@ -70,6 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	quickRun := fs.Bool("quick", false, "small sizes: a smoke run, figures only roughly meaningful")
 	only := fs.String("backends", "", "only these backends, comma-separated ("+strings.Join(backendNames(), ", ")+")")
 	outDir := fs.String("out", "", "write results.json and charts (SVG and PNG) into this directory")
+	markdown := fs.Bool("markdown", false, "print the table as Markdown, as the README shows it")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return 0
 	} else if err != nil {
@@ -105,7 +106,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		res.Rows = append(res.Rows, rows...)
 	}
-	printTable(stdout, res)
+	if *markdown {
+		printMarkdown(stdout, res)
+	} else {
+		printTable(stdout, res)
+	}
 	if *outDir != "" {
 		if err := writeOut(*outDir, res); err != nil {
 			fmt.Fprintf(stderr, "peers: writing %s: %v\n", *outDir, err)
@@ -122,7 +127,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // runBackend starts b's servers (building the images first when they are
 // missing), measures its contenders and stops the servers.
 func runBackend(ctx context.Context, b backend, s sizes, progress func(string)) ([]row, error) {
-	progress("starting " + b.name + " in a container")
+	progress("starting " + b.name + " in containers")
 	e, err := b.start(ctx)
 	if errors.Is(err, testserver.ErrNoImage) && testserver.CheckoutDir() != "" {
 		progress("building the project's images with testenv/setup")

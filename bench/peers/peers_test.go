@@ -97,6 +97,14 @@ func TestMeasureInProcess(t *testing.T) {
 	if got := out.String(); strings.Count(got, "\n") != 4 || !strings.Contains(got, "TryLock, polled") {
 		t.Errorf("table:\n%s", got)
 	}
+	out.Reset()
+	printMarkdown(&out, results{Rows: rows})
+	if got := out.String(); strings.Count(got, "\n") != 5 || !strings.Contains(got, "| memory | dlock |") || !strings.Contains(got, "|  | dlock, one Client | = |") {
+		t.Errorf("Markdown table:\n%s", got)
+	}
+	if got := thousands(1234567.4); got != "1,234,567" {
+		t.Errorf("thousands(1234567.4) = %q", got)
+	}
 	dir := t.TempDir()
 	if err := writeOut(dir, results{Rows: rows}); err != nil {
 		t.Fatal(err)

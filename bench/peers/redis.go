@@ -9,6 +9,7 @@ import (
 
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	goredis "github.com/redis/go-redis/v9"
 
@@ -29,24 +30,10 @@ var redisBackend = backend{name: "redis", start: onServer(testserver.StartRedis,
 	},
 	func(addr string) []peer {
 		var sent atomic.Uint64 // requests of the peers' clients
-		newClient := func() *goredis.Client {
-			c := goredis.NewClient(&goredis.Options{Addr: addr})
-			c.AddHook(counter{&sent})
-			return c
-		}
 		return []peer{
-			{name: "redsync", requests: sent.Load, newLocker: func(_ context.Context, key string) (benchkit.Locker, func(), error) {
-				c := newClient()
-				m := redsync.New(redsyncgoredis.NewPool(c)).NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(math.MaxInt32))
-				return benchkit.LockerFunc(func(ctx context.Context) (func(context.Context) error, error) {
-					if err := m.LockContext(ctx); err != nil {
-						return nil, err
-					}
-					return func(ctx context.Context) error { _, err := m.UnlockContext(ctx); return err }, nil
-				}), func() { _ = c.Close() }, nil
-			}},
+			redsyncPeer(&sent, addr),
 			{name: "redislock", requests: sent.Load, newLocker: func(_ context.Context, key string) (benchkit.Locker, func(), error) {
-				c := newClient()
+				c := countedClient(&sent, addr)
 				rl := redislock.New(c)
 				opts := &redislock.Options{RetryStrategy: redislock.LinearBackoff(redisRetry)}
 				return benchkit.LockerFunc(func(ctx context.Context) (func(context.Context) error, error) {
@@ -67,6 +54,61 @@ var redisBackend = backend{name: "redis", start: onServer(testserver.StartRedis,
 			}},
 		}
 	})}
+
+// redlockBackend is RedLock over 5 independent Redis masters: dlock's
+// redlock:// driver and redsync over the same masters (redsync's own
+// algorithm is RedLock). Requests are counted on all five: a request sent
+// to every master counts five.
+var redlockBackend = backend{name: "redlock", start: func(ctx context.Context) (*env, error) {
+	g, err := testserver.StartRedisGroup(ctx, redlockMasters)
+	if err != nil {
+		return nil, err
+	}
+	terminate := func() { _ = g.Terminate(context.WithoutCancel(ctx)) }
+	t, done, err := benchtargets.RedLock(g.RedLockURL(), g.Addrs())
+	if err != nil {
+		terminate()
+		return nil, err
+	}
+	var sent atomic.Uint64
+	return &env{dlock: t, peers: []peer{redsyncPeer(&sent, g.Addrs()...)}, stop: func() { done(); terminate() }}, nil
+}}
+
+// redlockMasters is how many masters the RedLock backend has.
+const redlockMasters = 5
+
+// redsyncPeer is redsync over the Redis servers at addrs (one: a single
+// server; several: RedLock over them), with unlimited tries and its
+// default retry delay; sent counts its clients' requests.
+func redsyncPeer(sent *atomic.Uint64, addrs ...string) peer {
+	return peer{name: "redsync", requests: sent.Load, newLocker: func(_ context.Context, key string) (benchkit.Locker, func(), error) {
+		var pools []redsyncredis.Pool
+		var clients []*goredis.Client
+		for _, a := range addrs {
+			c := countedClient(sent, a)
+			clients = append(clients, c)
+			pools = append(pools, redsyncgoredis.NewPool(c))
+		}
+		m := redsync.New(pools...).NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(math.MaxInt32))
+		return benchkit.LockerFunc(func(ctx context.Context) (func(context.Context) error, error) {
+				if err := m.LockContext(ctx); err != nil {
+					return nil, err
+				}
+				return func(ctx context.Context) error { _, err := m.UnlockContext(ctx); return err }, nil
+			}), func() {
+				for _, c := range clients {
+					_ = c.Close()
+				}
+			}, nil
+	}}
+}
+
+// countedClient is a go-redis client of addr whose requests sent counts.
+func countedClient(sent *atomic.Uint64, addr string) *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	c.AddHook(counter{sent})
+	return c
+}
 
 // counter is a go-redis hook that counts the requests a client sends: each
 // command, and each pipeline once.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"text/tabwriter"
 	"time"
 
@@ -33,6 +34,39 @@ func printTable(out io.Writer, res results) {
 	for _, s := range res.Skipped {
 		fmt.Fprintf(out, "skipped %s: %s\n", s.Backend, s.Reason)
 	}
+}
+
+// printMarkdown prints the README's table: a row per contender, the
+// backend named on its first row only.
+func printMarkdown(out io.Writer, res results) {
+	fmt.Fprintln(out, "| backend | contender | acquire+release p50 (p99) | handoff p50, 1 waiter / 16 waiters | critical sections/s, 64 contenders (Jain, longest wait) | requests per critical section |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|")
+	for i, r := range res.Rows {
+		backend := r.Backend
+		if i > 0 && res.Rows[i-1].Backend == r.Backend {
+			backend = ""
+		}
+		uncontended := "="
+		if r.Uncontended != nil {
+			uncontended = fmt.Sprintf("%s (%s)", benchkit.Short(r.Uncontended.P50), benchkit.Short(r.Uncontended.P99))
+		}
+		c := r.Contended
+		fmt.Fprintf(out, "| %s | %s | %s | %s / %s | %s (%.2f, %s) | %s |\n", backend, r.Contender, uncontended,
+			benchkit.Short(r.handoff(1).Latency.P50), benchkit.Short(r.handoff(16).Latency.P50),
+			thousands(c.PerSecond), c.Jain, benchkit.Short(c.Wait.Max), benchkit.PerOp(c.Requests))
+	}
+	for _, s := range res.Skipped {
+		fmt.Fprintf(out, "\nskipped %s: %s\n", s.Backend, s.Reason)
+	}
+}
+
+// thousands writes x rounded, with a comma between thousands.
+func thousands(x float64) string {
+	n := int64(math.Round(x))
+	if n < 1000 {
+		return fmt.Sprint(n)
+	}
+	return thousands(float64(n/1000)) + fmt.Sprintf(",%03d", n%1000)
 }
 
 // handoff is r's handoff to waiters waiters, or none.
