@@ -12,7 +12,7 @@ type Contended struct {
 	Clients    int           `json:"clients"`
 	PerSecond  float64       `json:"per_second"` // critical sections per second
 	Jain       float64       `json:"jain"`       // Jain's fairness index of per-goroutine counts: 1 is perfectly fair
-	Wait       Latency       `json:"wait"`       // time each Lock call waited
+	Wait       Latency       `json:"wait"`       // time each Lock call waited; Max counts calls still waiting at the run's end
 	MaxOverP50 float64       `json:"max_over_p50"`
 	Duration   time.Duration `json:"duration_ns"`
 	Sections   int           `json:"sections"`           // critical sections in the run
@@ -65,6 +65,7 @@ func MeasureContendedLockers(ctx context.Context, lockers []Locker, clients int,
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
+	var pending time.Duration // the longest wait cut short by the run's end
 	fail := func(err error) {
 		if runCtx.Err() == nil {
 			mu.Lock()
@@ -80,6 +81,14 @@ func MeasureContendedLockers(ctx context.Context, lockers []Locker, clients int,
 				t0 := time.Now()
 				unlock, err := l.Lock(runCtx)
 				if err != nil {
+					if runCtx.Err() != nil {
+						// Still waiting when the run ended: the wait
+						// counts towards the longest, or a contender
+						// starved for the whole run would not show.
+						mu.Lock()
+						pending = max(pending, time.Since(t0))
+						mu.Unlock()
+					}
 					fail(err)
 					return
 				}
@@ -98,6 +107,12 @@ func MeasureContendedLockers(ctx context.Context, lockers []Locker, clients int,
 		return Contended{}, firstErr
 	}
 	c := contendedStats(goroutines, clients, counts, waits, elapsed)
+	if pending > c.Wait.Max {
+		c.Wait.Max = pending
+		if c.Wait.P50 > 0 {
+			c.MaxOverP50 = float64(c.Wait.Max) / float64(c.Wait.P50)
+		}
+	}
 	c.Requests = perSection(requests, r0, c.Sections)
 	return c, nil
 }

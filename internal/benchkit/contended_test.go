@@ -91,3 +91,20 @@ func TestHandoffLockers(t *testing.T) {
 		}
 	}
 }
+
+// A contender that never gets the lock shows in the longest wait, though
+// no Lock call of its returned.
+func TestContendedCountsPendingWaits(t *testing.T) {
+	never := &Poller{
+		Try:     func(context.Context, string, string) (bool, error) { return false, nil },
+		Release: func(context.Context, string, string) error { return nil },
+		Retry:   time.Millisecond,
+	}
+	c, err := MeasurePolledContended(t.Context(), never, 2, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sections != 0 || c.Wait.N != 0 || c.Wait.Max <= 0 {
+		t.Errorf("Contended %+v: want no section and the cut-short waits in Wait.Max", c)
+	}
+}
