@@ -102,8 +102,10 @@ func TestMeasureInProcess(t *testing.T) {
 	if got := out.String(); strings.Count(got, "\n") != 5 || !strings.Contains(got, "| memory | dlock |") || !strings.Contains(got, "|  | dlock, one Client | = |") {
 		t.Errorf("Markdown table:\n%s", got)
 	}
-	if got := thousands(1234567.4); got != "1,234,567" {
-		t.Errorf("thousands(1234567.4) = %q", got)
+	for x, want := range map[float64]string{1234567.4: "1,234,567", 999.6: "1,000", 0.31: "0.3"} {
+		if got := thousands(x); got != want {
+			t.Errorf("thousands(%v) = %q, want %q", x, got, want)
+		}
 	}
 	dir := t.TempDir()
 	if err := writeOut(dir, results{Rows: rows}); err != nil {

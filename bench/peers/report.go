@@ -60,8 +60,12 @@ func printMarkdown(out io.Writer, res results) {
 	}
 }
 
-// thousands writes x rounded, with a comma between thousands.
+// thousands writes x rounded, with a comma between thousands; below 10,
+// with a decimal (a run that let one contender through in 3 s is not 0).
 func thousands(x float64) string {
+	if x < 10 {
+		return fmt.Sprintf("%.1f", x)
+	}
 	n := int64(math.Round(x))
 	if n < 1000 {
 		return fmt.Sprint(n)
