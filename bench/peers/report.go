@@ -66,11 +66,15 @@ func thousands(x float64) string {
 	if x < 10 {
 		return fmt.Sprintf("%.1f", x)
 	}
-	n := int64(math.Round(x))
+	return grouped(int64(math.Round(x)))
+}
+
+// grouped writes n with a comma between thousands.
+func grouped(n int64) string {
 	if n < 1000 {
 		return fmt.Sprint(n)
 	}
-	return thousands(float64(n/1000)) + fmt.Sprintf(",%03d", n%1000)
+	return grouped(n/1000) + fmt.Sprintf(",%03d", n%1000)
 }
 
 // handoff is r's handoff to waiters waiters, or none.
