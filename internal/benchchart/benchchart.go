@@ -126,7 +126,7 @@ func valueLabels(values plotter.Values, offset, width vg.Length) (*plotter.Label
 	texts := make([]string, len(values))
 	for i, v := range values {
 		xys[i] = plotter.XY{X: float64(i), Y: v}
-		texts[i] = Format(v)
+		texts[i] = format(v)
 	}
 	labels, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: texts})
 	if err != nil {
@@ -141,8 +141,8 @@ func valueLabels(values plotter.Values, offset, width vg.Length) (*plotter.Label
 	return labels, nil
 }
 
-// Format writes a value with as many digits as it deserves: "-" for 0.
-func Format(v float64) string {
+// format writes a value with as many digits as it deserves: "-" for 0.
+func format(v float64) string {
 	switch {
 	case v == 0:
 		return "-"
