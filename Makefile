@@ -31,7 +31,7 @@ CAPTABLE_CHECK = $(GO) run ./internal/captable -check
 # is reached only from applications, which its examples and tests stand for.
 DEADCODE = $(GO) run golang.org/x/tools/cmd/deadcode@v0.52.0 -test
 
-.PHONY: test check build-tests setup example bench flakes captable captable-check
+.PHONY: test check build-tests setup example bench bench-peers flakes captable captable-check
 
 ## test: set the machine up while the code is vetted and every test binary
 ## compiles (setup waits mostly on apt and Docker, the compiler on the CPU:
@@ -71,9 +71,12 @@ build-tests: check
 	@out=$$($(GO) test $(TEST_FLAGS) -exec true ./... 2>&1) || { echo "$$out"; exit 1; }; echo "test binaries built"
 
 ## check: go vet, gofmt, no unreachable code, and the README's capability
-## table against the checked-in records.
+## table against the checked-in records. bench/peers is a module of its own
+## (./... does not reach it): it is vetted too, so that a change to the
+## benchmark kit it uses cannot break it unseen.
 check:
 	$(GO) vet $(VET_FLAGS) ./...
+	cd bench/peers && $(GO) vet $(VET_FLAGS) ./...
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	@dead=$$($(DEADCODE) ./...) || exit 1; if [ -n "$$dead" ]; then echo "unreachable code (deadcode -test):"; echo "$$dead"; exit 1; fi
 	$(CAPTABLE_CHECK)
@@ -90,6 +93,16 @@ example:
 ## against real servers in containers: figures, not pass/fail.
 bench: setup
 	$(TEST_ENV) $(GO) test -run '^$$' -bench Suite -benchtime 1x -timeout 60m ./drivers/...
+
+## bench-peers: dlock beside the libraries people use on each backend
+## instead (redsync, redislock, etcd's concurrency.Mutex, zk.Lock, raw
+## advisory locks, a polled memcached add), on the same servers in
+## containers, in one run of a few minutes: prints the table and writes
+## results.json and charts into PEERS_OUT. bench/peers is a module of its
+## own, so that those libraries stay out of dlock's dependencies.
+PEERS_OUT ?= docs/bench/peers
+bench-peers: setup
+	cd bench/peers && $(GO) run . --out "$(abspath $(PEERS_OUT))" $(PEERS_FLAGS)
 
 ## flakes: run the whole suite N times with -race while LOAD busy processes
 ## keep the cores loaded; reports every failing test (testenv/flakes).

@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -138,9 +135,10 @@ func newBenchCmd() *cobra.Command {
 		only   []string
 		quick  bool
 		outDir string
+		peers  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "bench [--url URL] [--backends a,b] [--quick] [--out DIR]",
+		Use:   "bench [--url URL | --peers] [--backends a,b] [--quick] [--out DIR]",
 		Short: "Compare lock backends: latency, handoff, throughput, fairness, cost",
 		Long: `Bench measures lock backends the same way dlock's benchmark suite does:
 uncontended acquire+release and its ratio to the raw client commands a lock
@@ -157,13 +155,27 @@ existing server instead. A standard run takes about 20 s per backend;
 --quick takes a few.
 
 --out DIR writes results.json and charts (SVG and PNG) comparing the
-backends side by side.`,
+backends side by side.
+
+--peers compares dlock, on each backend, with the lock libraries people
+use there instead (redsync, redislock, etcd's concurrency.Mutex,
+go-zookeeper's Lock, raw PostgreSQL advisory locks, a polled memcached
+add), on the same servers in the same run: see bench/peers/README.md. It
+runs from a dlock checkout (the comparison is a Go module of its own, so
+that those libraries stay out of dlock's dependencies).`,
 		Example: `  dlock bench
   dlock bench --quick --out bench-out
-  dlock bench --url redis://localhost:6379/0`,
+  dlock bench --url redis://localhost:6379/0
+  dlock bench --peers --out peers-out`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if peers {
+				if rawURL != "" {
+					return exitWith(exitUsage, "--peers starts its own servers: it takes no --url")
+				}
+				return runPeers(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), quick, only, outDir)
+			}
 			sizes := benchkit.Standard
 			if quick {
 				sizes = benchkit.Quick
@@ -223,6 +235,7 @@ backends side by side.`,
 	cmd.Flags().StringSliceVar(&only, "backends", nil, "only these backends (memory, "+strings.Join(containerNames(), ", ")+")")
 	cmd.Flags().BoolVar(&quick, "quick", false, "small sizes: a smoke run of a few seconds per backend")
 	cmd.Flags().StringVar(&outDir, "out", "", "write results.json and charts to this directory")
+	cmd.Flags().BoolVar(&peers, "peers", false, "compare dlock with other lock libraries on each backend, in one run (from a dlock checkout: runs "+peersModule+")")
 	return cmd
 }
 
@@ -240,10 +253,10 @@ func benchContainer(ctx context.Context, cb containerBackend, measure func(bench
 	progress("starting " + cb.name + " in containers")
 	t, stop, err := cb.start(ctx)
 	if errors.Is(err, testserver.ErrNoImage) {
-		if setup := findSetup(); setup != "" {
-			progress("building the project's images with " + setup)
-			if out, serr := exec.CommandContext(ctx, "bash", setup).CombinedOutput(); serr != nil {
-				return fmt.Sprintf("testenv/setup failed: %v: %s", serr, lastLine(out))
+		if dir := testserver.CheckoutDir(); dir != "" {
+			progress("building the project's images with " + filepath.Join(dir, "testenv", "setup"))
+			if berr := testserver.BuildImages(ctx); berr != nil {
+				return berr.Error()
 			}
 			t, stop, err = cb.start(ctx)
 		}
@@ -261,41 +274,9 @@ func benchContainer(ctx context.Context, cb containerBackend, measure func(bench
 	return ""
 }
 
-// findSetup looks for testenv/setup in the working directory and its
-// parents: a dlock checkout.
-func findSetup() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		p := filepath.Join(dir, "testenv", "setup")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
-
-func lastLine(out []byte) string {
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1]
-}
-
 // writeOut writes results.json and the charts.
 func writeOut(dir string, res results) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(data, '\n'), 0o644); err != nil {
+	if err := benchkit.WriteResults(dir, res); err != nil {
 		return err
 	}
 	return writeCharts(dir, res.Reports)

@@ -7,10 +7,11 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/dlock-go/dlock/internal/benchchart"
 	"github.com/dlock-go/dlock/internal/benchkit"
 )
 
-// A chart whose values span more than logSpread gets a log axis, on which
+// A chart whose values span more than benchchart.LogSpread gets a log axis, on which
 // the smallest bar still shows; a chart of close values keeps a linear
 // axis from 0. Both draw (a log scale must not be given the bars' foot at
 // 0, nor a missing value).
@@ -33,7 +34,7 @@ func TestChartScale(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if _, isLog := p.Y.Scale.(floorLogScale); isLog != tc.log || (!tc.log && p.Y.Min != 0) {
+		if _, isLog := p.Y.Scale.(benchchart.FloorLogScale); isLog != tc.log || (!tc.log && p.Y.Min != 0) {
 			t.Errorf("%s: scale %T from %v, want log %t", name, p.Y.Scale, p.Y.Min, tc.log)
 		}
 		if tc.log && (p.Y.Min <= 0 || p.Y.Min > 150) {
@@ -43,5 +44,5 @@ func TestChartScale(t *testing.T) {
 			t.Errorf("%s: drawing: %v", name, err)
 		}
 	}
-	var _ plot.Normalizer = floorLogScale{}
+	var _ plot.Normalizer = benchchart.FloorLogScale{}
 }

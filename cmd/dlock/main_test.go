@@ -328,3 +328,18 @@ func TestBenchQuick(t *testing.T) {
 		}
 	}
 }
+
+// bench --peers starts its own servers, so it takes no --url, and runs the
+// comparison of a checkout, so it refuses to run outside one: both are
+// usage errors that say why.
+func TestBenchPeersUsage(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"bench", "--peers", "--url", "mem://x"}, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "takes no --url") {
+		t.Errorf("--peers --url: exit %d, %q; want %d and the reason", code, stderr.String(), exitUsage)
+	}
+	t.Chdir(t.TempDir())
+	stderr.Reset()
+	if code := run(t.Context(), []string{"bench", "--peers"}, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "dlock checkout") {
+		t.Errorf("--peers outside a checkout: exit %d, %q; want %d and the reason", code, stderr.String(), exitUsage)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
-	"time"
 
 	"github.com/dlock-go/dlock/internal/benchkit"
 )
@@ -15,9 +14,9 @@ func printTable(out io.Writer, res results) {
 	fmt.Fprintln(w, "backend\tuncontended p50\tvs raw\thandoff p50: 1 waiter\t16 in 1 client\t16 in 16 clients\trequests/cs (16 in 1)\tcs/s 8 goroutines\tcs/s 64\tJain 64\tmax/p50 wait 64\tpolling lock cs/s 64 (Jain)\theld locks\trenewal batches/period\theap/lock\t")
 	for _, r := range res.Reports {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t%.2f\t%.1f\t%s\t%d\t%.1f\t%.0f B\t\n",
-			r.Backend, short(r.Uncontended.Lock.P50), ratio(r.Uncontended.Ratio),
-			short(handoff(r, 1, 1).Latency.P50), short(handoff(r, 16, 1).Latency.P50), short(handoff(r, 16, 16).Latency.P50),
-			requests(handoff(r, 16, 1).Requests), contended(r, 8).PerSecond, contended(r, 64).PerSecond,
+			r.Backend, benchkit.Short(r.Uncontended.Lock.P50), ratio(r.Uncontended.Ratio),
+			benchkit.Short(handoff(r, 1, 1).Latency.P50), benchkit.Short(handoff(r, 16, 1).Latency.P50), benchkit.Short(handoff(r, 16, 16).Latency.P50),
+			benchkit.PerOp(handoff(r, 16, 1).Requests), contended(r, 8).PerSecond, contended(r, 64).PerSecond,
 			contended(r, 64).Jain, contended(r, 64).MaxOverP50, polled(r), r.Held.Locks, r.Held.RenewalTripsPeriod, r.Held.HeapPerLock)
 	}
 	w.Flush()
@@ -52,26 +51,9 @@ func polled(r benchkit.Report) string {
 	return fmt.Sprintf("%.0f (%.2f)", r.Polled.PerSecond, r.Polled.Jain)
 }
 
-func short(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "-"
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
-	}
-	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
-}
-
 func ratio(x float64) string {
 	if x == 0 {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f×", x)
-}
-
-func requests(x float64) string {
-	if x == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f", x)
 }

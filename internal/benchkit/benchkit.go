@@ -67,14 +67,6 @@ func summarize(ds []time.Duration) Latency {
 // newKey returns a key no other measurement uses.
 func newKey(what string) string { return "bench/" + what + "/" + rand.Text()[:10] }
 
-// requests reads the target's request counter, or 0.
-func (t Target) requests() uint64 {
-	if t.Requests == nil {
-		return 0
-	}
-	return t.Requests()
-}
-
 // clients makes n clients with opts, closed by the returned func.
 func (t Target) clients(ctx context.Context, n int, opts ...dlock.Option) ([]*dlock.Client, func(), error) {
 	var cs []*dlock.Client

@@ -21,28 +21,35 @@ type Poller struct {
 	Retry time.Duration
 }
 
-// MeasurePolledContended is MeasureContended for the target's Poller: goroutines
-// lock and unlock one key through it as fast as they can for d.
-func MeasurePolledContended(ctx context.Context, p *Poller, goroutines int, d time.Duration) (Contended, error) {
-	key := newKey("polled")
-	ids := make([]string, goroutines)
-	for g := range ids {
-		ids[g] = rand.Text()
-	}
-	return contend(ctx, goroutines, 1, d, func(runCtx context.Context, g int) (func() error, error) {
+// Locker is the Locker of key for one contender of its own (a random id):
+// try, and sleep Retry after each failure, until ctx ends.
+func (p *Poller) Locker(key string) Locker {
+	id := rand.Text()
+	return LockerFunc(func(ctx context.Context) (func(context.Context) error, error) {
 		for {
-			ok, err := p.Try(runCtx, key, ids[g])
+			ok, err := p.Try(ctx, key, id)
 			if err != nil {
 				return nil, err
 			}
 			if ok {
-				return func() error { return p.Release(context.WithoutCancel(runCtx), key, ids[g]) }, nil
+				return func(ctx context.Context) error { return p.Release(ctx, key, id) }, nil
 			}
 			select {
-			case <-runCtx.Done():
-				return nil, runCtx.Err()
+			case <-ctx.Done():
+				return nil, ctx.Err()
 			case <-time.After(p.Retry):
 			}
 		}
 	})
+}
+
+// MeasurePolledContended is MeasureContended for the target's Poller: goroutines
+// lock and unlock one key through it as fast as they can for d.
+func MeasurePolledContended(ctx context.Context, p *Poller, goroutines int, d time.Duration) (Contended, error) {
+	key := newKey("polled")
+	ls := make([]Locker, goroutines)
+	for g := range ls {
+		ls[g] = p.Locker(key)
+	}
+	return MeasureContendedLockers(ctx, ls, 1, d, nil)
 }

@@ -3,8 +3,6 @@ package benchkit
 import (
 	"context"
 	"time"
-
-	"github.com/dlock-go/dlock"
 )
 
 // Uncontended is acquire+release with nobody else around.
@@ -29,58 +27,75 @@ func MeasureUncontended(ctx context.Context, t Target, n int) (Uncontended, erro
 	if err != nil {
 		return Uncontended{}, err
 	}
-	requests, err := countRequests(ctx, t, m, min(n, requestRounds))
+	lock := MutexLocker(m)
+	requests, err := CountRequests(ctx, lock, t.Requests, min(n, RequestRounds))
 	if err != nil {
 		return Uncontended{}, err
 	}
-	var lockTimes, rawTimes []time.Duration
-	for range n {
-		start := time.Now()
-		if err := lockUnlock(ctx, m); err != nil {
-			return Uncontended{}, err
-		}
-		lockTimes = append(lockTimes, time.Since(start))
-		if t.Raw != nil {
-			start = time.Now()
-			if err := t.Raw(ctx, key+"/raw"); err != nil {
-				return Uncontended{}, err
-			}
-			rawTimes = append(rawTimes, time.Since(start))
-		}
+	ops := []func(context.Context) error{func(ctx context.Context) error { return LockUnlock(ctx, lock) }}
+	if t.Raw != nil {
+		ops = append(ops, func(ctx context.Context) error { return t.Raw(ctx, key+"/raw") })
 	}
-	u := Uncontended{Lock: summarize(lockTimes), Raw: summarize(rawTimes), Requests: requests}
+	lat, err := Interleaved(ctx, n, ops...)
+	if err != nil {
+		return Uncontended{}, err
+	}
+	u := Uncontended{Lock: lat[0], Requests: requests}
+	if t.Raw != nil {
+		u.Raw = lat[1]
+	}
 	if u.Raw.P50 > 0 {
 		u.Ratio = float64(u.Lock.P50) / float64(u.Raw.P50)
 	}
 	return u, nil
 }
 
-// requestRounds is how many acquire+release cycles the request count is
-// taken over: few, because a counter may be slow to read (an HTTP scrape).
-const requestRounds = 50
+// Interleaved runs each of ops n times, taking turns (the first, the
+// second, ..., the first again), so that all see the same machine load,
+// and summarises each one's times, in the order of ops.
+func Interleaved(ctx context.Context, n int, ops ...func(context.Context) error) ([]Latency, error) {
+	times := make([][]time.Duration, len(ops))
+	for range n {
+		for i, op := range ops {
+			start := time.Now()
+			if err := op(ctx); err != nil {
+				return nil, err
+			}
+			times[i] = append(times[i], time.Since(start))
+		}
+	}
+	lat := make([]Latency, len(ops))
+	for i := range ops {
+		lat[i] = summarize(times[i])
+	}
+	return lat, nil
+}
 
-// countRequests runs rounds acquire+release cycles of m on their own, before
-// the timed ones (so that the raw comparison's requests are not counted),
-// and returns the backend requests per cycle, or 0 when the target does not
-// count them.
-func countRequests(ctx context.Context, t Target, m dlock.Mutex, rounds int) (float64, error) {
-	if t.Requests == nil || rounds == 0 {
+// RequestRounds is how many acquire+release cycles the request count is
+// taken over: few, because a counter may be slow to read (an HTTP scrape).
+const RequestRounds = 50
+
+// CountRequests runs rounds acquire+release cycles of l on their own (so
+// that nothing else's requests are counted), and returns the backend
+// requests per cycle that requests counted, or 0 when it is nil.
+func CountRequests(ctx context.Context, l Locker, requests func() uint64, rounds int) (float64, error) {
+	if requests == nil || rounds == 0 {
 		return 0, nil
 	}
-	r0 := t.requests()
+	r0 := requests()
 	for range rounds {
-		if err := lockUnlock(ctx, m); err != nil {
+		if err := LockUnlock(ctx, l); err != nil {
 			return 0, err
 		}
 	}
-	return float64(t.requests()-r0) / float64(rounds), nil
+	return perSection(requests, r0, rounds), nil
 }
 
-// lockUnlock takes m and releases it at once.
-func lockUnlock(ctx context.Context, m dlock.Mutex) error {
-	l, err := m.Lock(ctx)
+// LockUnlock takes l's lock and releases it at once.
+func LockUnlock(ctx context.Context, l Locker) error {
+	unlock, err := l.Lock(ctx)
 	if err != nil {
 		return err
 	}
-	return l.Unlock(ctx)
+	return unlock(ctx)
 }

@@ -33,7 +33,7 @@ func ZooKeeperTarget(rawURL string, sessionTTL time.Duration) (benchkit.Target, 
 		return benchkit.Target{}, nil, fmt.Errorf("want zk://host:port[,host:port]/..., got %q", rawURL)
 	}
 	servers := strings.Split(u.Host, ",")
-	conn, err := zkSession(servers, sessionTTL)
+	conn, err := ZooKeeperSession(servers, sessionTTL)
 	if err != nil {
 		return benchkit.Target{}, nil, err
 	}
@@ -60,8 +60,9 @@ func ZooKeeperTarget(rawURL string, sessionTTL time.Duration) (benchkit.Target, 
 	return t, conn.Close, nil
 }
 
-// zkSession connects to servers and waits for a session.
-func zkSession(servers []string, sessionTTL time.Duration) (*zk.Conn, error) {
+// ZooKeeperSession connects to servers and waits for a session, for 30 s at
+// most.
+func ZooKeeperSession(servers []string, sessionTTL time.Duration) (*zk.Conn, error) {
 	conn, events, err := zk.Connect(servers, sessionTTL, zk.WithLogInfo(false))
 	if err != nil {
 		return nil, err
