@@ -57,15 +57,30 @@ func openVia(tb testing.TB, addr, mapName string) *Driver {
 // calls whose partition has just changed owner may go unanswered for a while.
 func grantWithin(tb testing.TB, d *Driver, key string) (*lease, error) {
 	tb.Helper()
+	var l driver.Lease
+	err := retryWithin(func() (final bool, err error) {
+		l, err = d.Acquire(ctxFor(tb), testkit.Request(key, clusterTTL))
+		return err == nil || errors.Is(err, driver.ErrLocked), err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l.(*lease), nil
+}
+
+// retryWithin calls try until it says its outcome is final or a minute
+// passes, and returns the last error. Attempts are spaced by 50 ms: calls
+// that fail at once (a client whose member just left) would otherwise spin
+// for the whole minute, starving the members it waits for on a loaded
+// machine.
+func retryWithin(try func() (final bool, err error)) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		l, err := d.Acquire(ctxFor(tb), testkit.Request(key, clusterTTL))
-		if err == nil {
-			return l.(*lease), nil
+		final, err := try()
+		if final || time.Now().After(deadline) {
+			return err
 		}
-		if errors.Is(err, driver.ErrLocked) || time.Now().After(deadline) {
-			return nil, err
-		}
+		time.Sleep(50 * time.Millisecond) // a pause between attempts, not synchronisation
 	}
 }
 
@@ -198,13 +213,10 @@ func TestClusterSplitBrainMember(t *testing.T) {
 // a merge), for up to a minute; ErrNotHeld or success end it at once.
 func extendWithin(tb testing.TB, l *lease) error {
 	tb.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	return retryWithin(func() (bool, error) {
 		err := l.Extend(ctxFor(tb), clusterTTL)
-		if err == nil || errors.Is(err, driver.ErrNotHeld) || time.Now().After(deadline) {
-			return err
-		}
-	}
+		return err == nil || errors.Is(err, driver.ErrNotHeld), err
+	})
 }
 
 // The loss of a member (frozen, then removed by the others' failure
