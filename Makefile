@@ -38,13 +38,16 @@ DEADCODE = $(GO) run golang.org/x/tools/cmd/deadcode@v0.52.0 -test
 ## on a fresh 2-core machine the overlap saves about two minutes), then run
 ## every test with -race, keeping the conformance records in a temporary
 ## directory, and fail if they differ from the checked-in ones
-## (captable-check).
+## (captable-check). Last, the tests of bench/peers (a module of its own,
+## which ./... does not reach): a quick same-run comparison on Redis and one
+## in process, so that a change to the benchmark kit cannot break it unseen.
 test:
 	@$(MAKE) --no-print-directory -j2 setup build-tests
 	@records=$$(mktemp -d) && trap 'rm -rf "$$records"' EXIT && \
 	echo "$(TEST_ENV) $(RECORD_VAR)=$$records $(GO) test $(TEST_FLAGS) $(TEST_PKGS)" && \
 	$(TEST_ENV) $(RECORD_VAR)=$$records $(GO) test $(TEST_FLAGS) $(TEST_PKGS) && \
 	$(CAPTABLE_CHECK) -fresh "$$records"
+	cd bench/peers && $(TEST_ENV) $(GO) test $(TEST_FLAGS) ./...
 
 ## captable-check: fail when the README's capability table is not what the
 ## checked-in records (docs/conformance) render, and, with RECORDS=DIR (the
@@ -69,6 +72,7 @@ captable:
 ## running it (-exec true), so that the test run reuses the build cache.
 build-tests: check
 	@out=$$($(GO) test $(TEST_FLAGS) -exec true ./... 2>&1) || { echo "$$out"; exit 1; }; echo "test binaries built"
+	@out=$$(cd bench/peers && $(GO) test $(TEST_FLAGS) -exec true ./... 2>&1) || { echo "$$out"; exit 1; }; echo "bench/peers test binary built"
 
 ## check: go vet, gofmt, no unreachable code, and the README's capability
 ## table against the checked-in records. bench/peers is a module of its own
