@@ -191,21 +191,31 @@ func (s *semaphore) TryAcquire(ctx context.Context) (Lease, error) {
 // tryAll tries every permit's lock once, from a random one on, and returns
 // the first granted. When every one is held it returns an error wrapping
 // ErrLocked and the soonest expiry of a permit that the driver reported
-// (zero when it reported none); any other error ends the tries at once.
+// (zero when it reported none). A grant that arrived with no validity left
+// (given back already) is passed over like a held permit, but reported
+// instead of ErrLocked when nothing was granted, as TryLock reports it. Any
+// other error ends the tries at once.
 func (s *semaphore) tryAll(ctx context.Context) (Lease, time.Duration, error) {
 	first := rand.N(len(s.permits))
 	var soonest time.Duration
+	var expired error
 	for i := range s.permits {
 		l, err := s.permits[(first+i)%len(s.permits)].TryLock(ctx)
-		if err == nil {
+		switch {
+		case err == nil:
 			return l, 0, nil
-		}
-		if !errors.Is(err, ErrLocked) {
+		case errors.Is(err, errExpiredOnArrival):
+			expired = err
+			continue
+		case !errors.Is(err, ErrLocked):
 			return nil, 0, err
 		}
 		if le, ok := errors.AsType[*driver.LockedError](err); ok && le.RetryAfter > 0 && (soonest == 0 || le.RetryAfter < soonest) {
 			soonest = le.RetryAfter
 		}
+	}
+	if expired != nil {
+		return nil, 0, expired
 	}
 	return nil, soonest, &Error{Op: "tryacquire", Key: s.key, Err: fmt.Errorf("all %d permits held: %w", len(s.permits), ErrLocked)}
 }
@@ -230,9 +240,7 @@ func (s *semaphore) Acquire(ctx context.Context) (Lease, error) {
 			return nil, err
 		}
 		l, err := s.waitForPermit(ctx, gate)
-		// Unlock releases in the background when ctx has ended; an error
-		// leaves the gate to end by its TTL, and the permit is still ours.
-		_ = gate.Unlock(ctx)
+		s.leave(ctx, gate)
 		switch {
 		case errors.Is(err, errGateLost):
 			continue
@@ -241,4 +249,14 @@ func (s *semaphore) Acquire(ctx context.Context) (Lease, error) {
 		}
 		return l, nil
 	}
+}
+
+// leave gives the gate back, before Acquire returns even when ctx has
+// ended, so that a cancelled Acquire leaves nothing behind: the release is
+// bounded by the TTL instead, after which the gate ends by itself. An error
+// leaves the gate to end by its TTL; a permit taken is still the caller's.
+func (s *semaphore) leave(ctx context.Context, gate Lease) {
+	cleanup, cancel := cleanupContext(ctx, s.cfg.ttl)
+	defer cancel()
+	_ = gate.Unlock(cleanup)
 }

@@ -31,6 +31,8 @@ func (s *semaphore) waitForPermit(ctx context.Context, gate Lease) (Lease, error
 		switch {
 		case err == nil:
 			return l, nil
+		case errors.Is(err, errExpiredOnArrival):
+			continue // given back already: try again
 		case errors.Is(err, ErrLocked):
 			failures = 0
 			if subs == nil && s.c.caps.Notifier != nil {
