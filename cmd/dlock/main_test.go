@@ -153,6 +153,62 @@ func TestRunExcludesAcrossProcesses(t *testing.T) {
 	}
 }
 
+// Five dlock run processes on a semaphore of 2 permits: never more than 2
+// commands at once (each counts those inside after entering), each knowing
+// its permit by DLOCK_KEY; a sixth with --no-wait while 2 hold is busy.
+func TestRunPermits(t *testing.T) {
+	server.Need(t)
+	dir := t.TempDir()
+	key := testkit.Key(t)
+	script := `mkdir "$D/in.$$"; n=$(ls -d "$D"/in.* | wc -l); [ "$n" -le 2 ] || echo "$n inside" >> "$D/violations"; echo "$DLOCK_KEY" >> "$D/keys"; sleep 0.2; rmdir "$D/in.$$"`
+	var cmds []*exec.Cmd
+	var outs []*bytes.Buffer
+	for range 5 {
+		cmd, stdout, stderr := dlockCmd(t, "run", "--url", server.URL, "--key", key, "--permits", "2", "--", "sh", "-c", script)
+		cmd.Env = append(cmd.Env, "D="+dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+		outs = append(outs, stdout, stderr)
+	}
+	for i, cmd := range cmds {
+		if r := wait(t, cmd, outs[2*i], outs[2*i+1]); r.code != 0 {
+			t.Errorf("dlock run %d: exit %d: %s", i, r.code, r.stderr)
+		}
+	}
+	if v := readFile(t, filepath.Join(dir, "violations")); v != "" {
+		t.Errorf("more commands than permits at once: %s", v)
+	}
+	keys := strings.Fields(readFile(t, filepath.Join(dir, "keys")))
+	if len(keys) != 5 {
+		t.Fatalf("DLOCK_KEY: got %v, want 5", keys)
+	}
+	for _, k := range keys {
+		if k != key+"/permit/0" && k != key+"/permit/1" {
+			t.Errorf("DLOCK_KEY %q, want the permit's key, %s/permit/0 or 1", k, key)
+		}
+	}
+
+	c, err := dlock.Open(t.Context(), server.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	s, err := c.Semaphore(key, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := s.TryAcquire(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := dlockRun(t, "run", "--url", server.URL, "--key", key, "--permits", "2", "--no-wait", "--", "true"); r.code != exitBusy || !strings.Contains(r.stderr, "all 2 permits") {
+		t.Errorf("--no-wait with every permit held: exit %d (%s), want %d", r.code, r.stderr, exitBusy)
+	}
+}
+
 func TestRunBusy(t *testing.T) {
 	server.Need(t)
 	key := testkit.Key(t)
@@ -270,6 +326,7 @@ func TestUsageErrors(t *testing.T) {
 		"unknown flag":   {[]string{"run", "--frobnicate"}, "unknown flag"},
 		"unknown scheme": {[]string{"run", "--url", "nosuch://x", "--key", "k", "--", "true"}, "nosuch"},
 		"both waits":     {[]string{"run", "--url", "mem://x", "--key", "k", "--wait", "1s", "--no-wait", "--", "true"}, "no-wait"},
+		"no permits":     {[]string{"run", "--url", "mem://x", "--key", "k", "--permits", "0", "--", "true"}, "invalid number of permits"},
 		"bad config":     {[]string{"run", "--config", bad, "--key", "k", "--", "true"}, bad + ":4: backends.main.ttl"},
 		"no backend":     {[]string{"inspect", "--key", "k"}, "no backend configured"},
 	} {
