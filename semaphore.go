@@ -50,11 +50,13 @@ import (
 //     permit within its TTL, as a lock's holder does, and a holder cut off
 //     from the backend is told by its lease's Deadline.
 //   - Fairness: Acquire callers get permits in the order the gate grants
-//     itself: first come, first served on backends whose locks queue their
-//     waiters (the ZooKeeper and etcd recipes, PostgreSQL's and Hazelcast's
-//     lock queues, Redis's queue of clients), and among one Client's
-//     goroutines on every backend; by polling, without an order between
-//     clients, on backends without one (memcached). A gate holder that
+//     itself: first come, first served where the backend queues a lock's
+//     waiters (the ZooKeeper and etcd recipes, PostgreSQL's lock queue,
+//     the queue of clients beside a lock on Redis, Redis Sentinel and Redis
+//     Cluster), and among one Client's goroutines on every backend; in no
+//     set order between clients where it does not (memcached and RedLock,
+//     which poll or are woken by notifications; Hazelcast, whose waiters
+//     re-enter the member's queue every wait slice). A gate holder that
 //     freezes or is cut off loses the gate by its TTL, as any lock's holder,
 //     and goes back to the gate's queue when it learns of it; meanwhile
 //     nobody else takes a permit through the gate. TryAcquire never waits,
