@@ -191,26 +191,7 @@ func testSemaphoreFrozenHolder(t *T, e *env) {
 	gate := e.mutex(t, e.client(t), key+"/gate")
 	waitFor(t, e.slack, "the frozen client's third goroutine to hold the gate", func() bool { return gateHeld(t, gate) })
 
-	ice.freeze(t)
-	frozenAt := time.Now()
-	ctx, cancel := context.WithDeadline(t.Context(), frozenAt.Add(freezeLength(e)+e.ttl+e.slack))
-	defer cancel()
-	start := time.Now()
-	lo, err := other.Acquire(ctx)
-	if err != nil {
-		ice.thaw()
-		close(thawed)
-		wg.Wait()
-		t.Fatalf("another client's Acquire while the holder is frozen: got %v, want a permit by the thaw plus the TTL and a margin", err)
-	}
-	if took := time.Since(frozenAt); took > e.ttl+e.slack {
-		t.Logf("another client got a permit %v after the freeze, later than the TTL plus a margin: the backend kept the frozen client's locks (its session is kept alive beside the driver's calls)", took)
-	}
-	wo := watch(lo, 1, 0, start)
-	time.Sleep(time.Until(frozenAt.Add(freezeLength(e)))) // the length of the fault
-	ice.thaw()
-	close(thawed)
-	time.Sleep(e.ttl / 2) // the other client still holds its permit after the thaw
+	wo := outlastFreeze(t, e, &ice, thawed, other.Acquire)
 	ph.unlock(t, wo)
 	wg.Wait()
 	ph.judge(t, e, permits)

@@ -114,6 +114,28 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
+// runAll runs n dlock processes with args at once, each with D=dir in its
+// environment, and fails t for each that does not exit 0.
+func runAll(t *testing.T, n int, dir string, args ...string) {
+	t.Helper()
+	var cmds []*exec.Cmd
+	var outs []*bytes.Buffer
+	for range n {
+		cmd, stdout, stderr := dlockCmd(t, args...)
+		cmd.Env = append(cmd.Env, "D="+dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+		outs = append(outs, stdout, stderr)
+	}
+	for i, cmd := range cmds {
+		if r := wait(t, cmd, outs[2*i], outs[2*i+1]); r.code != 0 {
+			t.Errorf("dlock run %d: exit %d: %s", i, r.code, r.stderr)
+		}
+	}
+}
+
 // Two dlock run processes on one key: their commands never overlap (each
 // checks with an atomic mkdir), and their fencing tokens rise.
 func TestRunExcludesAcrossProcesses(t *testing.T) {
@@ -121,24 +143,7 @@ func TestRunExcludesAcrossProcesses(t *testing.T) {
 	dir := t.TempDir()
 	key := testkit.Key(t)
 	script := `mkdir "$D/inside" || echo overlap >> "$D/violations"; echo "$DLOCK_TOKEN" >> "$D/tokens"; sleep 0.2; rmdir "$D/inside"`
-	var cmds []*exec.Cmd
-	var outs []*bytes.Buffer
-	for range 2 {
-		for range 3 {
-			cmd, stdout, stderr := dlockCmd(t, "run", "--url", server.URL, "--key", key, "--", "sh", "-c", script)
-			cmd.Env = append(cmd.Env, "D="+dir)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			cmds = append(cmds, cmd)
-			outs = append(outs, stdout, stderr)
-		}
-	}
-	for i, cmd := range cmds {
-		if r := wait(t, cmd, outs[2*i], outs[2*i+1]); r.code != 0 {
-			t.Errorf("dlock run %d: exit %d: %s", i, r.code, r.stderr)
-		}
-	}
+	runAll(t, 6, dir, "run", "--url", server.URL, "--key", key, "--", "sh", "-c", script)
 	if v := readFile(t, filepath.Join(dir, "violations")); v != "" {
 		t.Errorf("commands overlapped: %s", v)
 	}
@@ -161,22 +166,7 @@ func TestRunPermits(t *testing.T) {
 	dir := t.TempDir()
 	key := testkit.Key(t)
 	script := `mkdir "$D/in.$$"; n=$(ls -d "$D"/in.* | wc -l); [ "$n" -le 2 ] || echo "$n inside" >> "$D/violations"; echo "$DLOCK_KEY" >> "$D/keys"; sleep 0.2; rmdir "$D/in.$$"`
-	var cmds []*exec.Cmd
-	var outs []*bytes.Buffer
-	for range 5 {
-		cmd, stdout, stderr := dlockCmd(t, "run", "--url", server.URL, "--key", key, "--permits", "2", "--", "sh", "-c", script)
-		cmd.Env = append(cmd.Env, "D="+dir)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds = append(cmds, cmd)
-		outs = append(outs, stdout, stderr)
-	}
-	for i, cmd := range cmds {
-		if r := wait(t, cmd, outs[2*i], outs[2*i+1]); r.code != 0 {
-			t.Errorf("dlock run %d: exit %d: %s", i, r.code, r.stderr)
-		}
-	}
+	runAll(t, 5, dir, "run", "--url", server.URL, "--key", key, "--permits", "2", "--", "sh", "-c", script)
 	if v := readFile(t, filepath.Join(dir, "violations")); v != "" {
 		t.Errorf("more commands than permits at once: %s", v)
 	}
