@@ -148,6 +148,12 @@ func (c *Client) Semaphore(key string, permits int, opts ...Option) (Semaphore, 
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
+	// A driver that counts natively would be chosen here, once the driver
+	// contract lets it declare so (a Capabilities field granting a permit of
+	// key among permits for a request, as Acquire grants a lock): its grants
+	// would become leases through the same newLease as a lock's, over a
+	// mutex of the permit's key, and so keep every Lease promise. The
+	// permits' keys below are then the names it would report.
 	s := &semaphore{c: c, key: key, permits: make([]*mutex, permits), keys: make([]string, permits)}
 	derived := func(k string) (*mutex, error) {
 		m, err := c.newMutex(k, opts)
