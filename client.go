@@ -38,6 +38,9 @@ type Client struct {
 	qmu    sync.Mutex
 	queues map[string][]*waitQueue // waiters by key; see waitqueue.go
 	idle   map[queueID]idleSub     // left by a queue whose last waiter holds the lock
+	// watchers are woken by kick: semaphores' gate holders waiting for
+	// one of the keys (semaphore_wait.go).
+	watchers map[string][]chan<- struct{}
 	// observeHandoff, when set (by tests, before any Lock), sees every
 	// transition of the Client's handoffs (handoff.go).
 	observeHandoff func(from handoffState, ev handoffEvent, to handoffState)

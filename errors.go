@@ -44,6 +44,10 @@ var (
 	// ErrInvalidOption: an Option was given a value it does not accept.
 	ErrInvalidOption = errors.New("dlock: invalid option")
 
+	// ErrInvalidPermits: a Semaphore was asked for fewer than 1 or more
+	// than MaxPermits permits.
+	ErrInvalidPermits = errors.New("dlock: invalid number of permits")
+
 	// ErrUnavailable: Open could not connect to the backend, or the backend
 	// refused the connection (nothing listens, wrong credentials, no quorum,
 	// or connecting took longer than the connect timeout). When time ran
@@ -57,7 +61,7 @@ var (
 // own error types.
 type Error struct {
 	// Op is the operation: "lock", "trylock", "rlock", "tryrlock", "extend",
-	// "unlock" or "renew".
+	// "unlock" or "renew", or a semaphore's "tryacquire".
 	Op string
 	// Key is the lock's name.
 	Key string

@@ -142,3 +142,47 @@ func ExampleMutex_Lock_timeout() {
 	// Output:
 	// true
 }
+
+// At most two holders at once, across every client of the backend: each
+// permit is a lease of its own, fenced per permit (its Key names it).
+func ExampleClient_Semaphore() {
+	ctx := context.Background()
+	client, err := dlock.Open(ctx, "mem://example-semaphore")
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close(ctx)
+
+	s, err := client.Semaphore("api/quota", 2, dlock.WithTTL(10*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	first, err := s.Acquire(ctx) // blocks while both permits are held
+	if err != nil {
+		panic(err)
+	}
+	second, err := s.TryAcquire(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("two permits, distinct:", first.Key() != second.Key())
+
+	// A third holder is refused while both are held.
+	_, err = s.TryAcquire(ctx)
+	fmt.Println("third:", errors.Is(err, dlock.ErrLocked))
+
+	// Giving one back lets the next one in, with a greater token for that
+	// permit.
+	_ = first.Unlock(ctx)
+	third, err := s.Acquire(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("same permit again, later token:", third.Key() == first.Key() && third.Token() > first.Token())
+	_ = second.Unlock(ctx)
+	_ = third.Unlock(ctx)
+	// Output:
+	// two permits, distinct: true
+	// third: true
+	// same permit again, later token: true
+}

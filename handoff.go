@@ -91,7 +91,8 @@ import (
 // lease.mu are never held together, and none is held across a round trip
 // to the backend (giveBack, Transfer, Release run with none held).
 //
-//   - Client.qmu: the wait queues (Client.queues, Client.idle, every
+//   - Client.qmu: the wait queues (Client.queues, Client.idle, the
+//     semaphores' Client.watchers, every
 //     waitQueue's fields, waiter.cand) and every candidate's state. A leaf:
 //     under it only non-blocking channel operations (result is buffered,
 //     kick is sent without waiting, turn is closed), newID, and the tests'

@@ -52,6 +52,13 @@
 // 8 handoffs in a row the lock is released, so that other clients get their
 // turn.
 //
+// # Semaphores
+//
+// [Client.Semaphore] admits at most N holders of a key at once, each with a
+// Lease of its own (fencing token, loss signal, renewal), on every backend:
+// the core builds it over N locks, one per permit, and a gate that orders
+// its waiters (see [Semaphore]).
+//
 // # Outages
 //
 // A Lock or RLock that waits rides out a backend that restarts, fails over
@@ -89,7 +96,8 @@
 //
 // Errors are comparable with errors.Is against the sentinels in this package
 // ([ErrLocked], [ErrNotHeld], [ErrLockLost], [ErrClosed], [ErrInvalidKey],
-// [ErrInvalidTTL], [ErrInvalidURL], [ErrInvalidOption]). A call whose context
+// [ErrInvalidTTL], [ErrInvalidURL], [ErrInvalidOption], [ErrInvalidPermits]).
+// A call whose context
 // ends returns exactly ctx.Err(). Backend errors are wrapped once in an
 // [*Error] naming the operation and key, so errors.As still reaches the
 // client library's own error types.

@@ -164,9 +164,10 @@ func (c *Client) subscription(ctx context.Context, q *waitQueue) (<-chan struct{
 	return sub.C(), nil
 }
 
-// kick wakes the heads waiting for key in this Client, after one of its
-// leases on key was released: a local handoff need not wait for the
-// backend's notification or the next poll.
+// kick wakes the heads waiting for key in this Client, and the semaphores'
+// gate holders waiting for it (watchReleases), after one of its leases on
+// key was released: a local handoff need not wait for the backend's
+// notification or the next poll.
 func (c *Client) kick(key string) {
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
@@ -175,6 +176,9 @@ func (c *Client) kick(key string) {
 		case q.kick <- struct{}{}:
 		default:
 		}
+	}
+	for _, w := range c.watchers[key] {
+		notify(w)
 	}
 }
 

@@ -153,20 +153,31 @@ func testFrozenHolder(t *T, e *env) {
 	})
 	waitFor(t, e.slack, "the second goroutine to wait", func() bool { return fc.Waiters(key) == 1 })
 
+	wo := outlastFreeze(t, e, &ice, thawed, other.Lock)
+	hs.unlock(t, wo)
+	wg.Wait()
+	hs.judge(t, e)
+}
+
+// outlastFreeze freezes ice's client, whose goroutines hold what another
+// client's take then waits for; thaws it after freezeLength, closing
+// thawed; and returns the other client's hold, watched, once it has held
+// it past the thaw. The backend frees the frozen client's hold within the
+// TTL of the last renewal, where a hold lasts as long as its renewals;
+// where it lasts as long as a session that the client library keeps alive
+// by itself (which this freeze does not stop), it frees once the thawed
+// client gives it up.
+func outlastFreeze(t *T, e *env, ice *freezer, thawed chan struct{}, take func(context.Context) (dlock.Lease, error)) *held {
 	ice.freeze(t)
 	frozenAt := time.Now()
-	// The backend frees the lock within the TTL of the last renewal, where
-	// the lock lasts as long as its renewals; where it lasts as long as a
-	// session that the client library keeps alive by itself (which this
-	// freeze does not stop), it frees once the thawed client gives it up.
 	ctx, cancel := context.WithDeadline(t.Context(), frozenAt.Add(freezeLength(e)+e.ttl+e.slack))
 	defer cancel()
-	start = time.Now()
-	lo, err := other.Lock(ctx)
+	start := time.Now()
+	lo, err := take(ctx)
 	if err != nil {
 		ice.thaw()
 		close(thawed)
-		t.Fatalf("another client's Lock while the holder is frozen: got %v, want the lock by the thaw plus the TTL and a margin", err)
+		t.Fatalf("another client's acquisition while the holder is frozen: got %v, want the lock by the thaw plus the TTL and a margin", err)
 	}
 	if took := time.Since(frozenAt); took > e.ttl+e.slack {
 		t.Logf("another client got the lock %v after the freeze, later than the TTL plus a margin: the backend kept the frozen client's lock (its session is kept alive beside the driver's calls)", took)
@@ -176,7 +187,5 @@ func testFrozenHolder(t *T, e *env) {
 	ice.thaw()
 	close(thawed)
 	time.Sleep(e.ttl / 2) // the other client still holds the lock after the thaw
-	hs.unlock(t, wo)
-	wg.Wait()
-	hs.judge(t, e)
+	return wo
 }

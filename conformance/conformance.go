@@ -92,6 +92,10 @@ type Harness struct {
 	// suite restores, then closes, every link it is given, after closing
 	// its driver.
 	NewLinkedDriver func(ctx context.Context) (driver.Driver, Link, error)
+
+	// newSemaphore, when set, makes the semaphores of the semaphore cases
+	// instead of Client.Semaphore: the self-tests' broken semaphores.
+	newSemaphore semaphoreMaker
 }
 
 // Link is one client's network path to the backend, which the suite cuts

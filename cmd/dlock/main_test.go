@@ -114,6 +114,28 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
+// runAll runs n dlock processes with args at once, each with D=dir in its
+// environment, and fails t for each that does not exit 0.
+func runAll(t *testing.T, n int, dir string, args ...string) {
+	t.Helper()
+	var cmds []*exec.Cmd
+	var outs []*bytes.Buffer
+	for range n {
+		cmd, stdout, stderr := dlockCmd(t, args...)
+		cmd.Env = append(cmd.Env, "D="+dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+		outs = append(outs, stdout, stderr)
+	}
+	for i, cmd := range cmds {
+		if r := wait(t, cmd, outs[2*i], outs[2*i+1]); r.code != 0 {
+			t.Errorf("dlock run %d: exit %d: %s", i, r.code, r.stderr)
+		}
+	}
+}
+
 // Two dlock run processes on one key: their commands never overlap (each
 // checks with an atomic mkdir), and their fencing tokens rise.
 func TestRunExcludesAcrossProcesses(t *testing.T) {
@@ -121,24 +143,7 @@ func TestRunExcludesAcrossProcesses(t *testing.T) {
 	dir := t.TempDir()
 	key := testkit.Key(t)
 	script := `mkdir "$D/inside" || echo overlap >> "$D/violations"; echo "$DLOCK_TOKEN" >> "$D/tokens"; sleep 0.2; rmdir "$D/inside"`
-	var cmds []*exec.Cmd
-	var outs []*bytes.Buffer
-	for range 2 {
-		for range 3 {
-			cmd, stdout, stderr := dlockCmd(t, "run", "--url", server.URL, "--key", key, "--", "sh", "-c", script)
-			cmd.Env = append(cmd.Env, "D="+dir)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			cmds = append(cmds, cmd)
-			outs = append(outs, stdout, stderr)
-		}
-	}
-	for i, cmd := range cmds {
-		if r := wait(t, cmd, outs[2*i], outs[2*i+1]); r.code != 0 {
-			t.Errorf("dlock run %d: exit %d: %s", i, r.code, r.stderr)
-		}
-	}
+	runAll(t, 6, dir, "run", "--url", server.URL, "--key", key, "--", "sh", "-c", script)
 	if v := readFile(t, filepath.Join(dir, "violations")); v != "" {
 		t.Errorf("commands overlapped: %s", v)
 	}
@@ -150,6 +155,47 @@ func TestRunExcludesAcrossProcesses(t *testing.T) {
 		if len(tokens[i]) < len(tokens[i-1]) || (len(tokens[i]) == len(tokens[i-1]) && tokens[i] <= tokens[i-1]) {
 			t.Errorf("tokens %v do not rise", tokens)
 		}
+	}
+}
+
+// Five dlock run processes on a semaphore of 2 permits: never more than 2
+// commands at once (each counts those inside after entering), each knowing
+// its permit by DLOCK_KEY; a sixth with --no-wait while 2 hold is busy.
+func TestRunPermits(t *testing.T) {
+	server.Need(t)
+	dir := t.TempDir()
+	key := testkit.Key(t)
+	script := `mkdir "$D/in.$$"; n=$(ls -d "$D"/in.* | wc -l); [ "$n" -le 2 ] || echo "$n inside" >> "$D/violations"; echo "$DLOCK_KEY" >> "$D/keys"; sleep 0.2; rmdir "$D/in.$$"`
+	runAll(t, 5, dir, "run", "--url", server.URL, "--key", key, "--permits", "2", "--", "sh", "-c", script)
+	if v := readFile(t, filepath.Join(dir, "violations")); v != "" {
+		t.Errorf("more commands than permits at once: %s", v)
+	}
+	keys := strings.Fields(readFile(t, filepath.Join(dir, "keys")))
+	if len(keys) != 5 {
+		t.Fatalf("DLOCK_KEY: got %v, want 5", keys)
+	}
+	for _, k := range keys {
+		if k != key+"/permit/0" && k != key+"/permit/1" {
+			t.Errorf("DLOCK_KEY %q, want the permit's key, %s/permit/0 or 1", k, key)
+		}
+	}
+
+	c, err := dlock.Open(t.Context(), server.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	s, err := c.Semaphore(key, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := s.TryAcquire(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := dlockRun(t, "run", "--url", server.URL, "--key", key, "--permits", "2", "--no-wait", "--", "true"); r.code != exitBusy || !strings.Contains(r.stderr, "all 2 permits") {
+		t.Errorf("--no-wait with every permit held: exit %d (%s), want %d", r.code, r.stderr, exitBusy)
 	}
 }
 
@@ -270,6 +316,7 @@ func TestUsageErrors(t *testing.T) {
 		"unknown flag":   {[]string{"run", "--frobnicate"}, "unknown flag"},
 		"unknown scheme": {[]string{"run", "--url", "nosuch://x", "--key", "k", "--", "true"}, "nosuch"},
 		"both waits":     {[]string{"run", "--url", "mem://x", "--key", "k", "--wait", "1s", "--no-wait", "--", "true"}, "no-wait"},
+		"no permits":     {[]string{"run", "--url", "mem://x", "--key", "k", "--permits", "0", "--", "true"}, "invalid number of permits"},
 		"bad config":     {[]string{"run", "--config", bad, "--key", "k", "--", "true"}, bad + ":4: backends.main.ttl"},
 		"no backend":     {[]string{"inspect", "--key", "k"}, "no backend configured"},
 	} {

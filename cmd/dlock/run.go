@@ -22,18 +22,25 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 
 func newRunCmd() *cobra.Command {
 	var (
-		f      backendFlags
-		key    string
-		ttl    time.Duration
-		wait   time.Duration
-		noWait bool
-		grace  time.Duration
+		f       backendFlags
+		key     string
+		ttl     time.Duration
+		wait    time.Duration
+		noWait  bool
+		grace   time.Duration
+		permits int
 	)
 	cmd := &cobra.Command{
 		Use:   "run --key KEY [--url URL | --backend NAME] [flags] -- COMMAND [ARGS...]",
-		Short: "Run a command while holding a lock",
+		Short: "Run a command while holding a lock (or one of N permits)",
 		Long: `Run takes the lock KEY, runs COMMAND while holding it, and releases it when
 COMMAND exits, exiting with COMMAND's status: like flock(1), across hosts.
+
+With --permits N, KEY is a semaphore instead: at most N copies run at once
+across hosts (every run of KEY must give the same N), each holding a permit
+that is its own lock, named KEY/permit/I, which DLOCK_KEY then names (its
+fencing token rises per permit). Waiters get permits in the order they came,
+on backends whose locks queue their waiters.
 
 COMMAND gets DLOCK_KEY, DLOCK_TOKEN (the fencing token: pass it to what the
 lock protects) and DLOCK_BACKEND (the backend's URL scheme) in its
@@ -52,7 +59,10 @@ gets SIGTERM, then SIGKILL after --grace, and dlock exits with status 76.
   dlock run --key nightly-report --no-wait -- ./report.sh
 
   # Wait at most 5 minutes, with a backend from the configuration file:
-  dlock run --config /etc/dlock.yaml --backend zk --key deploy --wait 5m -- make deploy`,
+  dlock run --config /etc/dlock.yaml --backend zk --key deploy --wait 5m -- make deploy
+
+  # At most 4 copies at once, across all hosts:
+  dlock run --key api-crawler --permits 4 --url redis://redis:6379/0 -- ./crawl.sh`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := f.resolve()
@@ -79,11 +89,11 @@ gets SIGTERM, then SIGKILL after --grace, and dlock exits with status 76.
 				return err
 			}
 			defer closeQuietly(client)
-			m, err := client.Mutex(key)
+			h, err := newHoldable(client, key, permits, cmd.Flags().Changed("permits"))
 			if err != nil {
 				return exitWith(exitUsage, "%w", err)
 			}
-			lease, err := acquire(cmd.Context(), lockCtx, m, wait, noWait)
+			lease, err := acquire(cmd.Context(), lockCtx, h, wait, noWait)
 			if err != nil {
 				return err
 			}
@@ -96,24 +106,49 @@ gets SIGTERM, then SIGKILL after --grace, and dlock exits with status 76.
 	cmd.Flags().DurationVar(&wait, "wait", 0, "give up after waiting this long for the lock, connecting included, with status 75 (69 if still connecting) (default from the configuration, else forever)")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "give up at once if the lock is held, with status 75")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "after a lost lock, how long COMMAND has between SIGTERM and SIGKILL")
+	cmd.Flags().IntVar(&permits, "permits", 1, fmt.Sprintf("run at most this many copies at once across hosts (1 to %d): KEY is a semaphore of that many permits", dlock.MaxPermits))
 	_ = cmd.MarkFlagRequired("key")
 	cmd.MarkFlagsMutuallyExclusive("wait", "no-wait")
 	return cmd
 }
 
+// holdable is what run holds: a lock, or a permit of a semaphore.
+type holdable struct {
+	wait, try func(context.Context) (dlock.Lease, error)
+	busy      string // says that it is held, for exit status 75
+	what      string // names it in "KEY still held after waiting"
+}
+
+// newHoldable is the lock key, or, when permits was given, the semaphore
+// key of that many permits.
+func newHoldable(client *dlock.Client, key string, permits int, semaphore bool) (holdable, error) {
+	if !semaphore {
+		m, err := client.Mutex(key)
+		if err != nil {
+			return holdable{}, err
+		}
+		return holdable{m.Lock, m.TryLock, fmt.Sprintf("lock %q is held by someone else", key), fmt.Sprintf("lock %q", key)}, nil
+	}
+	s, err := client.Semaphore(key, permits)
+	if err != nil {
+		return holdable{}, err
+	}
+	return holdable{s.Acquire, s.TryAcquire, fmt.Sprintf("all %d permits of %q are held", permits, key), fmt.Sprintf("all %d permits of %q", permits, key)}, nil
+}
+
 // acquire takes the lock as the flags say: waitCtx is ctx bounded by
 // --wait, whose time connecting already took from.
-func acquire(ctx, waitCtx context.Context, m dlock.Mutex, wait time.Duration, noWait bool) (dlock.Lease, error) {
+func acquire(ctx, waitCtx context.Context, h holdable, wait time.Duration, noWait bool) (dlock.Lease, error) {
 	if noWait {
-		l, err := m.TryLock(ctx)
+		l, err := h.try(ctx)
 		if errors.Is(err, dlock.ErrLocked) {
-			return nil, exitWith(exitBusy, "lock %q is held by someone else", m.Key())
+			return nil, exitWith(exitBusy, "%s", h.busy)
 		}
 		return l, lockErr(ctx, err)
 	}
-	l, err := m.Lock(waitCtx)
+	l, err := h.wait(waitCtx)
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return nil, exitWith(exitBusy, "lock %q still held after waiting %v", m.Key(), wait)
+		return nil, exitWith(exitBusy, "%s still held after waiting %v", h.what, wait)
 	}
 	return l, lockErr(ctx, err)
 }

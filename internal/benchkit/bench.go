@@ -88,6 +88,20 @@ func Run(b *testing.B, t Target) {
 			}
 		})
 	}
+	b.Run(fmt.Sprintf("Semaphore/permits=%d", semaphorePermits), func(b *testing.B) {
+		for b.Loop() {
+			s, err := MeasureSemaphore(b.Context(), t, uncontendedRounds, contendedFor)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(s.Uncontended.P50.Nanoseconds()), "p50-ns")
+			b.ReportMetric(float64(s.Lock.P50.Nanoseconds()), "lock-p50-ns")
+			if t.Requests != nil {
+				b.ReportMetric(s.Requests, "requests/op")
+			}
+			reportContended(b, s.Contended)
+		}
+	})
 	b.Run(fmt.Sprintf("Held/locks=%d", heldLocks), func(b *testing.B) {
 		for b.Loop() {
 			h, err := MeasureManyHeld(b.Context(), t, heldLocks, heldTTL, heldPeriods)

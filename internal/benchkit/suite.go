@@ -47,6 +47,9 @@ type Report struct {
 	// at the largest goroutine count, for comparison.
 	Polled *Contended `json:"polled,omitempty"`
 	Held   ManyHeld   `json:"held"`
+	// Semaphore is a Semaphore of 4 permits (absent from results taken
+	// before it was measured).
+	Semaphore *Semaphore `json:"semaphore,omitempty"`
 }
 
 // Suite runs every measurement of the standard suite against t, telling
@@ -83,6 +86,12 @@ func Suite(ctx context.Context, t Target, s Sizes, progress func(string)) (Repor
 		}
 		r.Polled = &c
 	}
+	step(fmt.Sprintf("semaphore of %d permits", semaphorePermits))
+	sem, err := MeasureSemaphore(ctx, t, s.UncontendedRounds, s.ContendedFor)
+	if err != nil {
+		return r, fmt.Errorf("semaphore: %w", err)
+	}
+	r.Semaphore = &sem
 	step(fmt.Sprintf("%d held locks", s.HeldLocks))
 	if r.Held, err = MeasureManyHeld(ctx, t, s.HeldLocks, s.HeldTTL, s.HeldPeriods); err != nil {
 		return r, fmt.Errorf("held: %w", err)
