@@ -125,9 +125,11 @@
 // request, by the request's ID, and its validity is the TTL counted from
 // the moment that request was sent, never from anything the driver
 // remembers or hears later, so the holder's deadline comes before the
-// server lets the hold go. Pub/sub messages, the waiters' queue and the
-// core's polling only say when to ask again: a message never grants, so a
-// lost, late or duplicated one costs latency, never a second holder. A
+// server lets the hold go. Pub/sub messages (on the lock's channel or a
+// Driver's personal one), the waiters' queue and the core's polling only
+// say when to ask again: a message never grants, so a lost, late or
+// duplicated one costs latency (a lost one, up to a third of a queue
+// entry's lifetime: the queued waiter's next try), never a second holder. A
 // request whose outcome is unknown (its context ended, its connection broke
 // after it was sent) may have been applied, so it is released by its ID
 // before the caller sees the error (on RedLock, on every master, as is a

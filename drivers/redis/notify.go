@@ -379,7 +379,7 @@ func (n *notifier) receive(key string, c *psConn) {
 		case *goredis.Subscription:
 			switch m.Kind {
 			case "subscribe", "ssubscribe":
-				n.wake(m.Channel) // see notifier: closes the subscribe gap
+				n.confirmed(m.Channel) // see notifier: closes the subscribe gap
 			case "sunsubscribe":
 				// The notifier never sends SUNSUBSCRIBE (it closes the
 				// connection): the server ended it, as the slot moved.
@@ -437,6 +437,20 @@ func (n *notifier) watching(channel string) bool {
 	defer n.mu.Unlock()
 	ch := n.chans[channel]
 	return ch != nil && len(ch.subs) > 0
+}
+
+// confirmed wakes the subscribers of a channel the server confirmed. A
+// channel and its personal channel are subscribed by one command, so that
+// either's confirmation says both took effect: only the last one's (the
+// personal channel's, when there is one) wakes, once.
+func (n *notifier) confirmed(name string) {
+	n.mu.Lock()
+	ch := n.chans[name]
+	last := ch != nil && (ch.personal == "" || ch.personal == name)
+	n.mu.Unlock()
+	if last {
+		n.wake(name)
+	}
 }
 
 // wake sends a wake-up to every subscriber of channel, without blocking: a
