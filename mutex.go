@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
@@ -182,6 +183,7 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 	var retryID string             // set after a transfer to us whose outcome is unknown
 	for {
 		var retryAfter time.Duration
+		queued := false // the driver queued us and will wake us: no fast polling
 		if resubscribe {
 			if wakeups, resubscribe, err = m.subscribe(ctx, q); err != nil {
 				return nil, err
@@ -206,6 +208,7 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 				failures = 0
 				if le, ok := errors.AsType[*driver.LockedError](err); ok {
 					retryAfter = le.RetryAfter
+					queued = le.Queued && le.RetryAfter > 0 && wakeups != nil
 				}
 			case rideOut(err):
 			default:
@@ -213,7 +216,11 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 			}
 		}
 		try = true
-		h, err := m.sleep(ctx, q, w, wakeups, backoff, retryAfter)
+		delay := backoff.next(retryAfter)
+		if queued {
+			delay = queuedDelay(retryAfter)
+		}
+		h, err := m.sleep(ctx, q, w, wakeups, backoff, delay)
 		switch {
 		case err != nil:
 			return nil, err
@@ -259,17 +266,25 @@ func pause(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// queuedDelay is how long a head that the driver queued waits for its
+// wake-up before it tries again: drawn from [retryAfter/2, retryAfter], so
+// that it comes back before the driver drops its place, and the waiters of
+// many processes do not come back in lockstep.
+func queuedDelay(retryAfter time.Duration) time.Duration {
+	return retryAfter/2 + rand.N(retryAfter/2+1)
+}
+
 // sleep waits for a reason to try again: a wake-up from the backend, a
-// release in this Client, or the backoff delay. When the driver can transfer
+// release in this Client, or delay. When the driver can transfer
 // locks, the head also offers itself meanwhile, and may come back with the
 // lock itself, handed over by a lease of this Client (handoff.go).
-func (m *mutex) sleep(ctx context.Context, q *waitQueue, w *waiter, wakeups <-chan struct{}, backoff *backoff, retryAfter time.Duration) (handoff, error) {
+func (m *mutex) sleep(ctx context.Context, q *waitQueue, w *waiter, wakeups <-chan struct{}, backoff *backoff, delay time.Duration) (handoff, error) {
 	cand := m.c.offer(q, w)
 	var handed <-chan handoff // nil, so never ready, without an offer
 	if cand != nil {
 		handed = cand.result
 	}
-	timer := time.NewTimer(backoff.next(retryAfter))
+	timer := time.NewTimer(delay)
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():

@@ -30,6 +30,14 @@ type LockedError struct {
 	// RetryAfter is the holder's remaining TTL as the backend saw it, or zero
 	// when unknown.
 	RetryAfter time.Duration
+
+	// Queued is set when the driver queued the request in the backend's
+	// own line of waiters (a Request with Wait) and its Notifier wakes the
+	// waiter when the lock is its turn. Polling sooner would only cost
+	// requests, so the core then tries again at a wake-up, or once
+	// RetryAfter (which must be positive) has passed, which is when the
+	// driver needs the waiter back to keep its place in line.
+	Queued bool
 }
 
 // Error says the lock is held, and for how long.

@@ -149,7 +149,10 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		d.markQueued(n, !g.ok)
 	}
 	if !g.ok {
-		return nil, &driver.LockedError{RetryAfter: g.retry}
+		// A waiting Driver was queued, and is woken by the release that
+		// makes it the head: it need not poll before its entry's renewal
+		// is due, which g.retry then says.
+		return nil, &driver.LockedError{RetryAfter: g.retry, Queued: waiter != ""}
 	}
 	l := &lease{d: d, names: n, id: req.ID}
 	l.Start(g.token, req.TTL)

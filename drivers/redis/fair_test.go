@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testkit"
@@ -254,4 +256,80 @@ func TestStrangerRefusalRenewsQueueEntry(t *testing.T) {
 			t.Errorf("the stranger's value became %q", v)
 		}
 	}
+}
+
+// A release that frees the lock for a queued Driver publishes on that
+// Driver's personal channel alone, not on the lock's channel that every
+// waiting Driver subscribes to: the other waiting Drivers' processes are
+// not woken to drop a message that is not for them. With nobody queued,
+// it publishes on the lock's channel. A refusal that queued the request
+// says so (LockedError.Queued), so that the core waits for the wake-up
+// instead of polling; a TryLock's refusal does not.
+func TestReleasePublishesToHeadAlone(t *testing.T) {
+	rdb := newRDB(t)
+	holder, head, second := newTestDriver(t, rdb), newTestDriver(t, rdb), newTestDriver(t, rdb)
+	key := testkit.Key(t)
+	n := namesOf(DefaultKeyPrefix, key)
+	ctx := ctxFor(t)
+
+	// Every message on the lock's channel or any channel under it.
+	watch := rdb.PSubscribe(ctx, n.channel()+"*")
+	defer watch.Close()
+	if _, err := watch.Receive(ctx); err != nil { // the confirmation
+		t.Fatal(err)
+	}
+	next := func() *goredis.Message {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		m, err := watch.ReceiveMessage(rctx)
+		if err != nil {
+			t.Fatalf("waiting for a release's message: %v", err)
+		}
+		return m
+	}
+
+	held := mustAcquire(t, holder, testkit.Request(key, 5*time.Second))
+	if _, err := second.Acquire(ctx, testkit.Request(key, 5*time.Second)); !isQueued(err, false) {
+		t.Errorf("TryLock refused: %v, want a LockedError that does not say queued", err)
+	}
+	for _, d := range []*Driver{head, second} {
+		req := testkit.Request(key, 5*time.Second)
+		req.Wait = true
+		if _, err := d.Acquire(ctx, req); !isQueued(err, true) {
+			t.Fatalf("waiting request refused: %v, want a LockedError that says queued", err)
+		}
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := next()
+	if want := personalChannel(n.channel(), head.self); m.Channel != want || m.Payload != head.self {
+		t.Fatalf("release published %q on %q, want %q on the head's channel %q", m.Payload, m.Channel, head.self, want)
+	}
+	// Nothing else was published: a marker sent now is the next message.
+	if err := rdb.Publish(ctx, n.channel(), "marker").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if m := next(); m.Channel != n.channel() || m.Payload != "marker" {
+		t.Fatalf("release also published %q on %q", m.Payload, m.Channel)
+	}
+
+	// With the queue emptied, a release publishes on the lock's channel.
+	if err := rdb.Del(ctx, n.waiters()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l := mustAcquire(t, holder, testkit.Request(key, 5*time.Second))
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := next(); m.Channel != n.channel() || m.Payload != "" {
+		t.Fatalf("release with nobody queued published %q on %q, want an empty message on %q", m.Payload, m.Channel, n.channel())
+	}
+}
+
+// isQueued reports whether err is a LockedError whose Queued is queued.
+func isQueued(err error, queued bool) bool {
+	le, ok := errors.AsType[*driver.LockedError](err)
+	return ok && le.Queued == queued
 }

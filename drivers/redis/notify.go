@@ -90,6 +90,12 @@ type psConn struct {
 // channel is the state of one subscribed channel.
 type channel struct {
 	subs map[*subscription]struct{} // guarded by notifier.mu
+	// personal, when not empty, is the Driver's own channel for the same
+	// key, subscribed and unsubscribed with it: a release that hands the
+	// lock to a queued Driver publishes there, so that it reaches that
+	// Driver alone instead of every Driver that watches the key (see
+	// personalChannel). notifier.chans holds the channel under both names.
+	personal string
 	// lingering is set while the channel has no subscriber, since idleSince;
 	// timer then fires expire. The timer is made once and re-armed, as a
 	// hot key lingers after every Lock. Guarded by notifier.cmdMu.
@@ -134,16 +140,31 @@ func (s *subscription) Close() error {
 	return nil
 }
 
-// subscribe adds a subscriber to channel, subscribing the channel on the
-// server when no subscriber has watched it lately. It does not wait for the
-// server's confirmation (see notifier).
+// subscribe adds a subscriber to channel and to the Driver's personal
+// channel for the same key, subscribing them on the server when no
+// subscriber has watched them lately. It does not wait for the server's
+// confirmation (see notifier).
 func (n *notifier) subscribe(ctx context.Context, name string) (*subscription, error) {
-	return n.subscribeTo(ctx, name, make(chan struct{}, 1))
+	return n.subscribeWith(ctx, name, personalChannel(name, n.self), make(chan struct{}, 1))
 }
 
-// subscribeTo is subscribe delivering wake-ups to c, which must be buffered:
-// RedLock merges the subscriptions of its masters into one channel.
+// subscribeTo adds a subscriber to channel alone, delivering wake-ups to c,
+// which must be buffered: RedLock merges the subscriptions of its masters
+// into one channel. RedLock never queues, so no release publishes on a
+// personal channel for it.
 func (n *notifier) subscribeTo(ctx context.Context, name string, c chan struct{}) (*subscription, error) {
+	return n.subscribeWith(ctx, name, "", c)
+}
+
+// personalChannel is the channel of the Driver named self for the key
+// whose channel is name: the release script publishes there when it frees
+// the lock for that Driver, the head of the waiters' queue (lua/release.lua).
+// It carries the key's hash tag, so on a Cluster it is in the lock's slot.
+func personalChannel(name, self string) string { return name + ":" + self }
+
+// subscribeWith subscribes to name and, when not empty, personal, as one
+// channel of the notifier.
+func (n *notifier) subscribeWith(ctx context.Context, name, personal string, c chan struct{}) (*subscription, error) {
 	s := &subscription{n: n, channel: name, c: c}
 	n.cmdMu.Lock()
 	defer n.cmdMu.Unlock()
@@ -155,8 +176,11 @@ func (n *notifier) subscribeTo(ctx context.Context, name string, c chan struct{}
 	if !ok {
 		// Registered before SUBSCRIBE is sent, so that its confirmation,
 		// which may arrive before send returns, finds s to wake.
-		ch = &channel{subs: map[*subscription]struct{}{}}
+		ch = &channel{subs: map[*subscription]struct{}{}, personal: personal}
 		n.chans[name] = ch
+		if personal != "" {
+			n.chans[personal] = ch
+		}
 	}
 	ch.subs[s] = struct{}{}
 	n.mu.Unlock()
@@ -172,34 +196,46 @@ func (n *notifier) subscribeTo(ctx context.Context, name string, c chan struct{}
 			// A reroute failed and left the channel without a connection:
 			// try again for the new subscriber. Notifications are hints, so
 			// a failure here only leaves the core polling.
-			_ = n.send(ctx, name)
+			_ = n.send(ctx, ch.names(name)...)
 		}
 		return s, nil
 	}
-	if err := n.send(ctx, name); err != nil {
+	if err := n.send(ctx, ch.names(name)...); err != nil {
 		n.mu.Lock()
 		delete(n.chans, name)
+		delete(n.chans, personal)
 		n.mu.Unlock()
 		return nil, err
 	}
 	return s, nil
 }
 
-// send subscribes channel, opening its connection if there is none.
-// Callers hold cmdMu.
-func (n *notifier) send(ctx context.Context, channel string) error {
+// names returns the names to subscribe for the channel called name: name,
+// and its personal channel if it has one.
+func (ch *channel) names(name string) []string {
+	if ch.personal == "" {
+		return []string{name}
+	}
+	return []string{name, ch.personal}
+}
+
+// send subscribes channels (a channel and its personal channel, which share
+// a connection), opening their connection if there is none, with one
+// command. Callers hold cmdMu.
+func (n *notifier) send(ctx context.Context, channels ...string) error {
+	channel := channels[0]
 	c := n.conns[n.connKey(channel)]
 	if c == nil {
 		var ps *goredis.PubSub
 		if n.sharded {
 			ps = n.client.SSubscribe(ctx) // no channels yet: no I/O
-			if err := ps.SSubscribe(ctx, channel); err != nil {
+			if err := ps.SSubscribe(ctx, channels...); err != nil {
 				_ = ps.Close()
 				return err
 			}
 		} else {
 			ps = n.client.Subscribe(ctx)
-			if err := ps.Subscribe(ctx, channel); err != nil {
+			if err := ps.Subscribe(ctx, channels...); err != nil {
 				_ = ps.Close()
 				return err
 			}
@@ -211,11 +247,11 @@ func (n *notifier) send(ctx context.Context, channel string) error {
 	if n.sharded {
 		subscribe, unsubscribe = c.ps.SSubscribe, c.ps.SUnsubscribe
 	}
-	if err := subscribe(ctx, channel); err != nil {
+	if err := subscribe(ctx, channels...); err != nil {
 		// go-redis keeps the channel on its list even so, to subscribe it on
 		// its next reconnect; take it off, as the caller gets the error.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
-		_ = unsubscribe(uctx, channel)
+		_ = unsubscribe(uctx, channels...)
 		cancel()
 		return err
 	}
@@ -285,6 +321,9 @@ func (n *notifier) expire(name string, ch *channel) {
 	ch.lingering = false
 	n.mu.Lock()
 	delete(n.chans, name)
+	if ch.personal != "" {
+		delete(n.chans, ch.personal)
+	}
 	n.mu.Unlock()
 	if n.sharded {
 		n.stop(n.connKey(name)) // its own connection: closing it unsubscribes
@@ -293,7 +332,7 @@ func (n *notifier) expire(name string, ch *channel) {
 	if c := n.conns[""]; c != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 		defer cancel()
-		_ = c.ps.Unsubscribe(ctx, name)
+		_ = c.ps.Unsubscribe(ctx, ch.names(name)...)
 	}
 }
 
@@ -340,7 +379,7 @@ func (n *notifier) receive(key string, c *psConn) {
 		case *goredis.Subscription:
 			switch m.Kind {
 			case "subscribe", "ssubscribe":
-				n.wake(m.Channel) // see notifier: closes the subscribe gap
+				n.confirmed(m.Channel) // see notifier: closes the subscribe gap
 			case "sunsubscribe":
 				// The notifier never sends SUNSUBSCRIBE (it closes the
 				// connection): the server ended it, as the slot moved.
@@ -374,14 +413,17 @@ func (n *notifier) reroute(key string, c *psConn, channel string) {
 	}
 	n.stop(key)
 	n.mu.Lock()
-	_, wanted := n.chans[channel]
+	ch, wanted := n.chans[channel]
 	n.mu.Unlock()
 	if !wanted {
 		return
 	}
+	if channel == ch.personal {
+		channel = key // a sharded connection's key is its channel's name
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	_ = n.send(ctx, channel)
+	_ = n.send(ctx, ch.names(channel)...)
 }
 
 func isTimeout(err error) bool {
@@ -395,6 +437,20 @@ func (n *notifier) watching(channel string) bool {
 	defer n.mu.Unlock()
 	ch := n.chans[channel]
 	return ch != nil && len(ch.subs) > 0
+}
+
+// confirmed wakes the subscribers of a channel the server confirmed. A
+// channel and its personal channel are subscribed by one command, so that
+// either's confirmation says both took effect: only the last one's (the
+// personal channel's, when there is one) wakes, once.
+func (n *notifier) confirmed(name string) {
+	n.mu.Lock()
+	ch := n.chans[name]
+	last := ch != nil && (ch.personal == "" || ch.personal == name)
+	n.mu.Unlock()
+	if last {
+		n.wake(name)
+	}
 }
 
 // wake sends a wake-up to every subscriber of channel, without blocking: a

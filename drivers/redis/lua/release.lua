@@ -7,8 +7,13 @@
 -- ARGV[2]  the lock's channel
 -- ARGV[3]  the publishing command (PUBLISH, or SPUBLISH on a Cluster)
 --
--- The message is the queue's head, whose waiters alone wake, or empty when
--- nobody is queued (every waiter wakes). Publishing in the same script
+-- When a Driver is queued, the message goes to the queue's head alone: on
+-- its personal channel, the lock's channel followed by ':' and its name
+-- (which only that Driver subscribes to), with its name as the message, so
+-- that a release costs the server one delivery and the other waiting
+-- Drivers nothing. When nobody is queued, it goes to the lock's channel with
+-- an empty message, and every waiter wakes (RedLock never queues, so its
+-- releases always go there). Publishing in the same script
 -- means a waiter can never be woken before the lock is actually free; a
 -- release that leaves other holds (readers, reentrant entries) publishes
 -- nothing, as nobody waiting could take the lock.
@@ -22,6 +27,15 @@
 -- hold is live: the key's expiry is its latest hold's, and Redis shows no
 -- expired key.
 
+-- wake publishes the release for head, the queue's head or ''.
+local function wake(head)
+  if head ~= '' then
+    redis.call(ARGV[3], ARGV[2] .. ':' .. head, head)
+  else
+    redis.call(ARGV[3], ARGV[2], '')
+  end
+end
+
 local raw = redis.pcall('HGETALL', KEYS[1])
 if #raw == 4 then
   local f = {[raw[1]] = raw[2], [raw[3]] = raw[4]}
@@ -33,7 +47,7 @@ if #raw == 4 then
       local _, now = clock()
       head = qhead(KEYS[2], now) or ''
     end
-    redis.call(ARGV[3], ARGV[2], head)
+    wake(head)
     return 1
   end
 end
@@ -45,6 +59,6 @@ end
 drop(s, ARGV[1])
 save(KEYS[1], s, now)
 if s.n == 0 then
-  redis.call(ARGV[3], ARGV[2], qhead(KEYS[2], now) or '')
+  wake(qhead(KEYS[2], now) or '')
 end
 return 1
