@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
@@ -31,7 +32,10 @@ type RedLock struct {
 	closed  atomic.Bool
 
 	subMu       sync.Mutex     // orders Subscribe's Go calls before Close's Wait
-	subscribing sync.WaitGroup // background subscriptions, which Close waits for
+	subscribing sync.WaitGroup // background subscriptions and queue exits, which Close waits for
+
+	self  string  // the Driver's name in the waiters' queues, and in the releases' messages
+	queue rlQueue // the queues it waits in (redlock_queue.go)
 }
 
 // rlNode is one master.
@@ -81,13 +85,14 @@ func NewRedLock(clients []goredis.UniversalClient, opts ...Option) (*RedLock, er
 }
 
 func newRedLock(clients []goredis.UniversalClient, addrs []string, owned bool, o options) *RedLock {
-	r := &RedLock{quorum: len(clients)/2 + 1, owned: owned, prefix: o.prefix, timeout: o.nodeTimeout}
+	r := &RedLock{quorum: len(clients)/2 + 1, owned: owned, prefix: o.prefix, timeout: o.nodeTimeout, self: rand.Text()}
+	r.queue.tickets, r.queue.subs = map[string]uint64{}, map[string]int{}
 	for i, c := range clients {
 		name := addrs[i]
 		if name == "" {
 			name = fmt.Sprintf("master %d", i)
 		}
-		r.nodes = append(r.nodes, &rlNode{client: c, name: name, notify: newNotifier(c, "")})
+		r.nodes = append(r.nodes, &rlNode{client: c, name: name, notify: newNotifier(c, r.self)})
 	}
 	return r
 }
@@ -173,7 +178,8 @@ func (r *RedLock) each(ctx context.Context, timeout time.Duration, want []bool, 
 // First the acquire script runs on every master at once, each bounded by the
 // per-master timeout. Without a majority of grants, or when the time taken
 // leaves no validity (TTL − elapsed − drift ≤ 0), the request is released on
-// every master (a master that timed out may have applied it) and refused:
+// every master that granted it or did not answer (one that timed out may
+// have applied it) and refused:
 // with a *driver.LockedError when masters refused it because another owner
 // holds the lock there, and otherwise with an error saying which masters
 // failed or how long they took (a TTL too short for the masters should
@@ -195,11 +201,12 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 	}
 	n := namesOf(r.prefix, req.Key)
 	timeout := r.nodeTimeout(req.TTL)
+	waiter, ticket := r.waiterFor(n, req)
 	started := time.Now()
 	grants := make([]grant, len(r.nodes))
 	errs := make([]error, len(r.nodes))
 	r.each(ctx, timeout, nil, func(ctx context.Context, i int, nd *rlNode) {
-		grants[i], errs[i] = acquire(ctx, nd.client, n, req, "", blockFor(req)) // RedLock does not queue
+		grants[i], errs[i] = rlAcquire(ctx, nd.client, n, req, waiter, ticket)
 	})
 	granted := make([]bool, len(r.nodes))
 	ok, again, refused := 0, 0, 0
@@ -242,16 +249,26 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 			fenced++
 		})
 		if fenced >= r.quorum && stillValid(started, req.TTL) {
+			if waiter != "" {
+				r.granted(ctx, n, granted)
+			}
 			l := &rlLease{r: r, names: n, id: req.ID}
 			l.Start(token, req.TTL)
 			return l, nil
 		}
 	}
-	// No valid majority: give back whatever was granted, everywhere (a
-	// master that timed out may have applied the request).
-	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.TTL)
-	r.releaseAll(cleanup, n, req.ID, r.releaseTimeout(req.TTL))
-	cancel()
+	// No valid majority: give back whatever was granted, and whatever a
+	// master that failed to answer may have applied. A master that
+	// refused holds nothing of this request (the script runs atomically,
+	// and grants again a request it already holds, so a refusal even after
+	// a resend means no hold): releasing there would be a wasted request
+	// for every refused waiter, several per critical section under
+	// contention.
+	if applied := mayHold(granted, errs); applied != nil {
+		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.TTL)
+		r.releaseAll(cleanup, n, req.ID, r.releaseTimeout(req.TTL), applied)
+		cancel()
+	}
 	elapsed := time.Since(started).Round(time.Millisecond)
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
@@ -272,11 +289,26 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 		ok, len(r.nodes), timeout, r.quorum, errors.Join(errs...))
 }
 
-// releaseAll runs the release script for id on every master, each bounded
-// by timeout.
-func (r *RedLock) releaseAll(ctx context.Context, n names, id string, timeout time.Duration) (released, refused int, errs []error) {
+// mayHold returns which masters may hold a failed acquisition: those that
+// granted it and those whose reply was lost; nil when none may.
+func mayHold(granted []bool, errs []error) []bool {
+	var want []bool
+	for i := range granted {
+		if granted[i] || errs[i] != nil {
+			if want == nil {
+				want = make([]bool, len(granted))
+			}
+			want[i] = true
+		}
+	}
+	return want
+}
+
+// releaseAll runs the release script for id on the masters for which want
+// is true (every master when want is nil), each bounded by timeout.
+func (r *RedLock) releaseAll(ctx context.Context, n names, id string, timeout time.Duration, want []bool) (released, refused int, errs []error) {
 	var mu sync.Mutex
-	r.each(ctx, timeout, nil, func(ctx context.Context, i int, nd *rlNode) {
+	r.each(ctx, timeout, want, func(ctx context.Context, i int, nd *rlNode) {
 		ok, err := release(ctx, nd.client, n, id, "PUBLISH")
 		mu.Lock()
 		defer mu.Unlock()
@@ -325,12 +357,13 @@ func (r *RedLock) Subscribe(ctx context.Context, key string) (driver.Subscriptio
 		return nil, err
 	}
 	channel := namesOf(r.prefix, key).channel()
-	m := &multiSub{c: make(chan struct{}, 1)}
+	m := &multiSub{c: make(chan struct{}, 1), r: r, names: namesOf(r.prefix, key)}
 	r.subMu.Lock()
 	defer r.subMu.Unlock()
 	if r.closed.Load() {
 		return nil, driver.ErrClosed
 	}
+	r.queue.subscribed(m.names, 1)
 	for _, nd := range r.nodes {
 		r.subscribing.Go(func() {
 			sctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
@@ -362,17 +395,22 @@ type multiSub struct {
 	mu     sync.Mutex
 	closed bool
 	subs   []*subscription
+	r      *RedLock
+	names  names
 }
 
 func (m *multiSub) C() <-chan struct{} { return m.c }
 
 func (m *multiSub) Close() error {
 	m.mu.Lock()
-	subs := m.subs
+	subs, was := m.subs, m.closed
 	m.subs, m.closed = nil, true
 	m.mu.Unlock()
 	for _, s := range subs {
 		_ = s.Close()
+	}
+	if !was {
+		m.r.unsubscribed(m.names)
 	}
 	return nil
 }
@@ -474,6 +512,6 @@ func (l *rlLease) Release(ctx context.Context) error {
 	if err := l.r.enter(ctx); err != nil {
 		return err
 	}
-	released, refused, errs := l.r.releaseAll(ctx, l.names, l.id, l.r.releaseTimeout(l.Validity()))
+	released, refused, errs := l.r.releaseAll(ctx, l.names, l.id, l.r.releaseTimeout(l.Validity()), nil)
 	return l.r.verdict(released, refused, errs)
 }
