@@ -34,8 +34,9 @@ type RedLock struct {
 	subMu       sync.Mutex     // orders Subscribe's Go calls before Close's Wait
 	subscribing sync.WaitGroup // background subscriptions and queue exits, which Close waits for
 
-	self  string  // the Driver's name in the waiters' queues, and in the releases' messages
-	queue rlQueue // the queues it waits in (redlock_queue.go)
+	self  string        // the Driver's name in the waiters' queues, and in the releases' messages
+	done  chan struct{} // closed by Close
+	queue rlQueue       // the queues it waits in (redlock_queue.go)
 }
 
 // rlNode is one master.
@@ -85,8 +86,8 @@ func NewRedLock(clients []goredis.UniversalClient, opts ...Option) (*RedLock, er
 }
 
 func newRedLock(clients []goredis.UniversalClient, addrs []string, owned bool, o options) *RedLock {
-	r := &RedLock{quorum: len(clients)/2 + 1, owned: owned, prefix: o.prefix, timeout: o.nodeTimeout, self: rand.Text()}
-	r.queue.tickets, r.queue.subs = map[string]uint64{}, map[string]int{}
+	r := &RedLock{quorum: len(clients)/2 + 1, owned: owned, prefix: o.prefix, timeout: o.nodeTimeout, self: rand.Text(), done: make(chan struct{})}
+	r.queue.waits, r.queue.subs = map[string]*rlWait{}, map[string]int{}
 	for i, c := range clients {
 		name := addrs[i]
 		if name == "" {
@@ -202,6 +203,13 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 	n := namesOf(r.prefix, req.Key)
 	timeout := r.nodeTimeout(req.TTL)
 	waiter, ticket := r.waiterFor(n, req)
+	var wakes uint64
+	if waiter != "" {
+		var quiet time.Duration
+		if wakes, quiet = r.queue.start(n); quiet > 0 {
+			return nil, &driver.LockedError{RetryAfter: quiet} // see rlQueue.start
+		}
+	}
 	started := time.Now()
 	grants := make([]grant, len(r.nodes))
 	errs := make([]error, len(r.nodes))
@@ -278,6 +286,9 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 		return nil, driver.ErrClosed
 	case refused > 0 && ok < r.quorum:
 		// Held by someone else on enough masters: worth waiting for.
+		if waiter != "" && refused > len(r.nodes)-r.quorum {
+			r.queue.refused(n, wakes, retry)
+		}
 		return nil, &driver.LockedError{RetryAfter: retry}
 	case ok >= r.quorum && (!fenceTried || fenced >= r.quorum):
 		return nil, fmt.Errorf("redis: redlock: a majority granted the lock, but only after %v of its %v TTL (less the %v drift allowance): the TTL is too short for these masters, or they are overloaded", elapsed, req.TTL, drift(req.TTL))
@@ -357,18 +368,19 @@ func (r *RedLock) Subscribe(ctx context.Context, key string) (driver.Subscriptio
 		return nil, err
 	}
 	channel := namesOf(r.prefix, key).channel()
-	m := &multiSub{c: make(chan struct{}, 1), r: r, names: namesOf(r.prefix, key)}
+	m := &multiSub{c: make(chan struct{}, 1), in: make(chan struct{}, 1), done: make(chan struct{}), r: r, names: namesOf(r.prefix, key)}
 	r.subMu.Lock()
 	defer r.subMu.Unlock()
 	if r.closed.Load() {
 		return nil, driver.ErrClosed
 	}
 	r.queue.subscribed(m.names, 1)
+	r.subscribing.Go(m.forward)
 	for _, nd := range r.nodes {
 		r.subscribing.Go(func() {
 			sctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 			defer cancel()
-			s, err := nd.notify.subscribeTo(sctx, channel, m.c)
+			s, err := nd.notify.subscribeTo(sctx, channel, m.in)
 			if err != nil {
 				return
 			}
@@ -397,6 +409,28 @@ type multiSub struct {
 	subs   []*subscription
 	r      *RedLock
 	names  names
+	in     chan struct{} // the masters' wake-ups, which forward counts and passes on to c
+	done   chan struct{} // closed by Close
+}
+
+// forward passes the masters' wake-ups on to the waiter, counting them for
+// the Driver's queue (rlQueue.woke), until the subscription or the Driver
+// closes.
+func (m *multiSub) forward() {
+	for {
+		select {
+		case <-m.in:
+			m.r.queue.woke(m.names)
+			select {
+			case m.c <- struct{}{}:
+			default: // a wake-up is pending already
+			}
+		case <-m.done:
+			return
+		case <-m.r.done:
+			return
+		}
+	}
 }
 
 func (m *multiSub) C() <-chan struct{} { return m.c }
@@ -405,6 +439,9 @@ func (m *multiSub) Close() error {
 	m.mu.Lock()
 	subs, was := m.subs, m.closed
 	m.subs, m.closed = nil, true
+	if !was {
+		close(m.done)
+	}
 	m.mu.Unlock()
 	for _, s := range subs {
 		_ = s.Close()
@@ -426,6 +463,7 @@ func (r *RedLock) Close() error {
 	var errs []error
 	r.subMu.Lock() // no Subscribe starts a subscription after this
 	r.subMu.Unlock()
+	close(r.done)        // ends the subscriptions' forwarding
 	r.subscribing.Wait() // each ends within subscribeTimeout
 	for _, nd := range r.nodes {
 		nd.notify.close()

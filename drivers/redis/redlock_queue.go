@@ -26,10 +26,21 @@ var rlAcquireScript = goredis.NewScript(prelude + luaScript("redlock_ticket") + 
 
 // rlQueue is what a RedLock remembers of the queues it waits in.
 type rlQueue struct {
-	mu      sync.Mutex
-	tickets map[string]uint64 // by lock name: the Driver waits, with this ticket
-	subs    map[string]int    // by lock name: the Driver's open subscriptions
-	last    uint64            // the latest ticket issued, for strictly increasing tickets
+	mu    sync.Mutex
+	waits map[string]*rlWait // by lock name: the Driver waits for it
+	subs  map[string]int     // by lock name: the Driver's open subscriptions
+	last  uint64             // the latest ticket issued, for strictly increasing tickets
+}
+
+// rlWait is the Driver's wait for one lock.
+type rlWait struct {
+	ticket uint64
+	wakes  uint64 // wake-ups received for the lock so far
+	// When a majority of masters refused the latest attempt, another
+	// before quiet (their earliest "come back" time) with no wake-up since
+	// the attempt started (wakes still quietWakes) would be refused too.
+	quiet      time.Time
+	quietWakes uint64
 }
 
 // ticket returns the Driver's ticket for the lock n, issuing one when the
@@ -40,13 +51,63 @@ type rlQueue struct {
 func (q *rlQueue) ticket(n names) uint64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if t, ok := q.tickets[n.lock]; ok {
-		return t
+	if w, ok := q.waits[n.lock]; ok {
+		return w.ticket
 	}
 	t := max(uint64(time.Now().UnixMicro()), q.last+1)
 	q.last = t
-	q.tickets[n.lock] = t
+	q.waits[n.lock] = &rlWait{ticket: t}
 	return t
+}
+
+// start is called as a queued attempt for the lock n starts. It returns
+// the wake-ups received so far, and, when the masters' latest refusal
+// still stands (no wake-up since, and their "come back" time not reached),
+// how long it stands: the attempt is then refused without asking them.
+//
+// This is what keeps the waiters behind the head quiet. The core polls
+// beside notifications, from every 50 ms; each poll of a RedLock asks every
+// master, and under contention those polls were most of the requests per
+// critical section. A poll the masters would refuse asks nothing: the
+// queue's head learns of its turn from the release's wake-up, and a change
+// nothing announces (a holder's lease expiring, a head leaving the queue,
+// an entry lapsing) is found by the poll after the masters' "come back"
+// time, at most a third of an entry's lifetime (see queueLife), as the
+// queue's own rules intend.
+func (q *rlQueue) start(n names) (wakes uint64, wait time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w, ok := q.waits[n.lock]
+	if !ok {
+		return 0, 0
+	}
+	if w.quietWakes == w.wakes {
+		if left := time.Until(w.quiet); left > 0 {
+			return w.wakes, left
+		}
+	}
+	return w.wakes, 0
+}
+
+// refused records that a majority of masters refused the queued attempt
+// for the lock n that started after wakes wake-ups, and asked it to come
+// back after retry.
+func (q *rlQueue) refused(n names, wakes uint64, retry time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w, ok := q.waits[n.lock]; ok && retry > 0 {
+		w.quiet, w.quietWakes = time.Now().Add(retry), wakes
+	}
+}
+
+// woke counts a wake-up for the lock n: a release on one of the masters, or
+// a subscription taking effect.
+func (q *rlQueue) woke(n names) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w, ok := q.waits[n.lock]; ok {
+		w.wakes++
+	}
 }
 
 // done forgets the Driver's ticket for the lock n, and reports whether
@@ -54,8 +115,8 @@ func (q *rlQueue) ticket(n names) uint64 {
 func (q *rlQueue) done(n names) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	_, ok := q.tickets[n.lock]
-	delete(q.tickets, n.lock)
+	_, ok := q.waits[n.lock]
+	delete(q.waits, n.lock)
 	return ok
 }
 
