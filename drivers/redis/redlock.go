@@ -22,7 +22,8 @@ import (
 // Transfer (see [RedLock.Capabilities]). Make it
 // with [NewRedLock] over go-redis clients, or through dlock.Open with a
 // "redlock://" URL; see "RedLock" in the package documentation for what it
-// promises. It is safe for concurrent use.
+// promises, and for its waiters' queue, kept on every master in an order
+// the masters agree on (redlock_queue.go). It is safe for concurrent use.
 type RedLock struct {
 	nodes   []*rlNode
 	quorum  int

@@ -2,7 +2,9 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -202,4 +204,63 @@ func scriptName(sha any) string {
 		}
 	}
 	return fmt.Sprint(sha)
+}
+
+// A failed acquisition is given back where it may hold: on the masters
+// that granted it and those whose reply was lost, not on those that
+// refused it (nothing of it is there).
+func TestRedLockMayHold(t *testing.T) {
+	lost := errors.New("i/o timeout")
+	got := mayHold([]bool{true, false, false, true, false}, []error{nil, nil, lost, nil, nil})
+	if want := []bool{true, false, true, true, false}; !slices.Equal(got, want) {
+		t.Errorf("mayHold: got %v, want %v", got, want)
+	}
+	if got := mayHold(make([]bool, 3), make([]error, 3)); got != nil {
+		t.Errorf("mayHold with every master refusing: got %v, want nil (nothing to release)", got)
+	}
+}
+
+// A queued attempt that a majority refused is answered locally until a
+// wake-up arrives or the masters' come-back time passes, and only then.
+func TestRedLockQuietWaiter(t *testing.T) {
+	q := rlQueue{waits: map[string]*rlWait{}, subs: map[string]int{}}
+	n := namesOf(DefaultKeyPrefix, "quiet")
+	if _, quiet := q.start(n); quiet != 0 {
+		t.Fatalf("before waiting: quiet %v, want 0", quiet)
+	}
+	first := q.ticket(n)
+	if again := q.ticket(n); again != first {
+		t.Fatalf("a second attempt of the same wait: ticket %d, want %d (its place)", again, first)
+	}
+	wakes, quiet := q.start(n)
+	if quiet != 0 {
+		t.Fatalf("first attempt: quiet %v, want 0", quiet)
+	}
+	q.refused(n, wakes, time.Hour)
+	if _, quiet := q.start(n); quiet <= 0 || quiet > time.Hour {
+		t.Fatalf("after a refusal: quiet %v, want up to the come-back time of 1h", quiet)
+	}
+	q.woke(n)
+	wakes, quiet = q.start(n)
+	if quiet != 0 {
+		t.Fatalf("after a wake-up: quiet %v, want 0 (ask the masters)", quiet)
+	}
+	// A wake-up during the attempt: its refusal does not silence the next.
+	q.woke(n)
+	q.refused(n, wakes, time.Hour)
+	if _, quiet := q.start(n); quiet != 0 {
+		t.Fatalf("after a refusal with a wake-up during the attempt: quiet %v, want 0", quiet)
+	}
+	wakes, _ = q.start(n)
+	q.refused(n, wakes, time.Nanosecond)
+	time.Sleep(time.Millisecond) // past a come-back time of 1 ns, not synchronisation
+	if _, quiet := q.start(n); quiet != 0 {
+		t.Fatalf("past the come-back time: quiet %v, want 0", quiet)
+	}
+	if !q.done(n) {
+		t.Fatal("done: the wait was not recorded")
+	}
+	if next := q.ticket(n); next <= first {
+		t.Fatalf("a new wait: ticket %d, want above the previous %d (the queue's tail)", next, first)
+	}
 }
