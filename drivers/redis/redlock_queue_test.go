@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,7 +19,10 @@ import (
 )
 
 // requestCounter is a go-redis hook that counts the requests its clients
-// send (a pipeline counts once), as the masters would see them.
+// send (a pipeline counts once), as the masters would see them, and, for
+// the log, how many of each kind: a command's name, or a script's
+// (scriptName) with the first number of its reply (acquire1 a grant,
+// acquire0 a refusal, acquire alone an error).
 type requestCounter struct {
 	n     atomic.Int64
 	mu    sync.Mutex
@@ -36,8 +39,8 @@ func (c *requestCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHo
 		if a := cmd.Args(); len(a) > 1 && k == "evalsha" {
 			k = scriptName(a[1])
 			if r, ok := cmd.(*goredis.Cmd); ok {
-				if v, e := r.Int64Slice(); e == nil && len(v) > 0 {
-					k += fmt.Sprint(v[0])
+				if v, err := r.Int64Slice(); err == nil && len(v) > 0 {
+					k += strconv.FormatInt(v[0], 10)
 				}
 			}
 		}
@@ -134,7 +137,9 @@ func (g *rlGroup) contend(t *testing.T, clients int, d time.Duration, open func(
 	if out.grants > 0 {
 		out.requests = float64(counted.n.Load()-before) / float64(out.grants)
 	}
-	t.Logf("kinds: %s", strings.ReplaceAll(fmt.Sprint(counted.kinds), "\n", " "))
+	counted.mu.Lock()
+	t.Logf("requests by kind: %v", counted.kinds)
+	counted.mu.Unlock()
 	t.Logf("%d clients, %v: %d critical sections, %.1f requests to the masters each, fewest per client %d (%v), stalled %v",
 		clients, d, out.grants, out.requests, out.fewest, counts, out.stalled)
 	return out
@@ -174,7 +179,7 @@ func (g *rlGroup) testContendedClients(t *testing.T) {
 }
 
 // Without the waiters' queue (every attempt of a waiting client sent as a
-// TryLock's, as the driver did before it queued), the same rlContention
+// TryLock's, as the driver did before it queued), the same contention
 // spends far more requests per critical section: the check above catches
 // a RedLock whose waiters are not served in turn.
 func (g *rlGroup) testContendedClientsWithoutQueue(t *testing.T) {
@@ -197,13 +202,17 @@ func (u *unqueuedRedLock) Acquire(ctx context.Context, req driver.Request) (driv
 	return u.RedLock.Acquire(ctx, req)
 }
 
+// scriptName names the script whose SHA1 is sha, for requestCounter.
 func scriptName(sha any) string {
-	for name, sc := range map[string]*goredis.Script{"acq": acquireScript, "rlacq": rlAcquireScript, "fence": fenceScript, "rel": releaseScript, "leave": leaveScript, "ext": extendScript} {
+	for name, sc := range map[string]*goredis.Script{
+		"acquire": acquireScript, "queued-acquire": rlAcquireScript, "fence": fenceScript,
+		"release": releaseScript, "leave": leaveScript, "extend": extendScript,
+	} {
 		if sc.Hash() == sha {
 			return name
 		}
 	}
-	return fmt.Sprint(sha)
+	return "script " + fmt.Sprint(sha)
 }
 
 // A failed acquisition is given back where it may hold: on the masters
