@@ -265,7 +265,9 @@
 // above whatever the queues hold; masters that disagree on the head (an
 // entry lapsed on one, a leave that reached only some) can only delay a
 // grant, until the head's next attempt rewrites its entry where it is
-// missing or the stale entry lapses. Likewise a queued attempt that a
+// missing or the stale entry lapses. (A grant takes the head out of a
+// master's queue, so the release of a failed attempt writes its entry back
+// first: lua/redlock_requeue.lua.) Likewise a queued attempt that a
 // majority refused is not sent again until a release's message arrives or
 // the masters' "come back" time passes (at most a third of an entry's
 // lifetime): that changes when requests are sent, never what a master

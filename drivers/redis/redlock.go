@@ -274,8 +274,13 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 	// for every refused waiter, several per critical section under
 	// contention.
 	if applied := mayHold(granted, errs); applied != nil {
+		if ctx.Err() != nil {
+			waiter = "" // the waiter gave up: it does not keep its place
+		}
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.TTL)
-		r.releaseAll(cleanup, n, req.ID, r.releaseTimeout(req.TTL), applied)
+		r.releaseAll(cleanup, n, req.ID, r.releaseTimeout(req.TTL), applied, func(ctx context.Context, c goredis.Scripter) (bool, error) {
+			return rlRelease(ctx, c, n, req.ID, waiter, queueLife(req.TTL), ticket)
+		})
 		cancel()
 	}
 	elapsed := time.Since(started).Round(time.Millisecond)
@@ -316,12 +321,16 @@ func mayHold(granted []bool, errs []error) []bool {
 	return want
 }
 
-// releaseAll runs the release script for id on the masters for which want
-// is true (every master when want is nil), each bounded by timeout.
-func (r *RedLock) releaseAll(ctx context.Context, n names, id string, timeout time.Duration, want []bool) (released, refused int, errs []error) {
+// releaseAll runs rel (the release script for id when nil) on the masters
+// for which want is true (every master when want is nil), each bounded by
+// timeout.
+func (r *RedLock) releaseAll(ctx context.Context, n names, id string, timeout time.Duration, want []bool, rel func(context.Context, goredis.Scripter) (bool, error)) (released, refused int, errs []error) {
+	if rel == nil {
+		rel = func(ctx context.Context, c goredis.Scripter) (bool, error) { return release(ctx, c, n, id, "PUBLISH") }
+	}
 	var mu sync.Mutex
 	r.each(ctx, timeout, want, func(ctx context.Context, i int, nd *rlNode) {
-		ok, err := release(ctx, nd.client, n, id, "PUBLISH")
+		ok, err := rel(ctx, nd.client)
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -551,6 +560,6 @@ func (l *rlLease) Release(ctx context.Context) error {
 	if err := l.r.enter(ctx); err != nil {
 		return err
 	}
-	released, refused, errs := l.r.releaseAll(ctx, l.names, l.id, l.r.releaseTimeout(l.Validity()), nil)
+	released, refused, errs := l.r.releaseAll(ctx, l.names, l.id, l.r.releaseTimeout(l.Validity()), nil, nil)
 	return l.r.verdict(released, refused, errs)
 }

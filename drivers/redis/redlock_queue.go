@@ -24,6 +24,21 @@ import (
 // queue, in the same round trip.
 var rlAcquireScript = goredis.NewScript(prelude + luaScript("redlock_ticket") + luaScript("acquire"))
 
+// rlRequeueScript is release.lua behind redlock_requeue.lua: a failed
+// queued attempt is released with its waiter's entry written back first.
+var rlRequeueScript = goredis.NewScript(prelude + luaScript("redlock_requeue") + luaScript("release"))
+
+// rlRelease releases hold id on one master for a failed attempt; when the
+// attempt was queued (waiter not empty), the waiter keeps its place.
+func rlRelease(ctx context.Context, c goredis.Scripter, n names, id, waiter string, life time.Duration, ticket uint64) (bool, error) {
+	if waiter == "" {
+		return release(ctx, c, n, id, "PUBLISH")
+	}
+	ok, err := rlRequeueScript.Run(ctx, c, []string{n.lock, n.waiters()}, id, n.channel(), "PUBLISH",
+		waiter, millis(life), strconv.FormatUint(ticket, 10)).Int64()
+	return ok == 1, err
+}
+
 // rlQueue is what a RedLock remembers of the queues it waits in.
 type rlQueue struct {
 	mu    sync.Mutex

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -206,7 +207,7 @@ func (u *unqueuedRedLock) Acquire(ctx context.Context, req driver.Request) (driv
 func scriptName(sha any) string {
 	for name, sc := range map[string]*goredis.Script{
 		"acquire": acquireScript, "queued-acquire": rlAcquireScript, "fence": fenceScript,
-		"release": releaseScript, "leave": leaveScript, "extend": extendScript,
+		"release": releaseScript, "requeue-release": rlRequeueScript, "leave": leaveScript, "extend": extendScript,
 	} {
 		if sc.Hash() == sha {
 			return name
@@ -271,5 +272,47 @@ func TestRedLockQuietWaiter(t *testing.T) {
 	}
 	if next := q.ticket(n); next <= first {
 		t.Fatalf("a new wait: ticket %d, want above the previous %d (the queue's tail)", next, first)
+	}
+}
+
+// A queued attempt that only a minority granted is given back with the
+// waiter's entry written back where the grants took it out: every master
+// still names the waiter with the same ticket, so that the next waiter is
+// not made head on those masters alone, to split their votes.
+func (g *rlGroup) testFailedAttemptKeepsItsPlace(t *testing.T) {
+	const ttl = 4 * time.Second
+	holder, waiter := g.open(t, ""), g.open(t, "")
+	key := testkit.Key(t)
+	n := namesOf(DefaultKeyPrefix, key)
+	held := testkit.MustAcquire(t, ctxFor(t), holder, testkit.Request(key, ttl))
+	defer func() { _ = held.Release(ctxFor(t)) }()
+	for _, i := range []int{0, 1} { // the holder's lock gone from two masters
+		if err := g.raw[i].Del(ctxFor(t), n.lock).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := testkit.Request(key, ttl)
+	req.Wait = true
+	if _, err := waiter.Acquire(ctxFor(t), req); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("a queued attempt granted by 2 of 5 masters: got %v, want ErrLocked", err)
+	}
+	var seq string
+	for i, c := range g.raw {
+		if got := g.holding(t, key, req.ID, i); got != 0 {
+			t.Errorf("master %d still holds the failed attempt", i)
+		}
+		entry, err := c.HGet(ctxFor(t), n.waiters(), waiter.self).Result()
+		if err != nil {
+			t.Fatalf("master %d: the waiter's queue entry: %v", i, err)
+		}
+		s, _, _ := strings.Cut(entry, " ")
+		if seq == "" {
+			seq = s
+		} else if s != seq {
+			t.Errorf("master %d orders the waiter by %s, master 0 by %s: the masters disagree on its place", i, s, seq)
+		}
+	}
+	if want := strconv.FormatUint(waiter.queue.ticket(n), 10); seq != want {
+		t.Errorf("the waiter's place: %s, want its ticket %s", seq, want)
 	}
 }
