@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,16 +69,19 @@ type rlContention struct {
 	grants   int     // critical sections, in all
 	requests float64 // requests to the masters per critical section
 	fewest   int     // critical sections of the client that got the fewest
-	stalled  bool    // a Lock call still waited 30 s after the run's end
+	stalled  bool    // the run had not ended 2 min after it started
+	// wasted is the grants per critical section that did not make one:
+	// attempts granted by a minority of masters (split votes), given back.
+	wasted float64
 }
 
 // contend runs clients independent RedLocks (each its own Client with its
 // own connections to every master, as separate processes would be), made
 // by open over counted go-redis clients, each locking and unlocking one
-// key for d. It fails t when a Lock or Unlock call errs, and reports a run
-// in which a Lock call still waited 30 s after d (a livelock that never
-// hands the lock over) as stalled.
-func (g *rlGroup) contend(t *testing.T, clients int, d time.Duration, open func(t *testing.T, raw []goredis.UniversalClient) driver.Driver) rlContention {
+// key rounds times. It fails t when a Lock or Unlock call errs, and reports
+// a run still unfinished after 2 minutes (a livelock that never hands the
+// lock over) as stalled.
+func (g *rlGroup) contend(t *testing.T, clients, rounds int, open func(t *testing.T, raw []goredis.UniversalClient) driver.Driver) rlContention {
 	t.Helper()
 	var counted requestCounter
 	key := testkit.Key(t)
@@ -92,7 +96,7 @@ func (g *rlGroup) contend(t *testing.T, clients int, d time.Duration, open func(
 		}
 		drv := open(t, raw)
 		t.Cleanup(func() { _ = drv.Close() })
-		mutexes[i] = testkit.Mutex(t, testkit.Client(t, drv, dlock.WithTTL(8*time.Second)), key)
+		mutexes[i] = testkit.Mutex(t, testkit.Client(t, drv, dlock.WithTTL(contendTTL)), key)
 	}
 	// The subscriptions, and the uncontended first grant, are not the
 	// handoffs this measures: every client takes the lock once first.
@@ -103,15 +107,17 @@ func (g *rlGroup) contend(t *testing.T, clients int, d time.Duration, open func(
 		}
 	}
 	before := counted.n.Load()
-	ctx, cancel := context.WithTimeout(t.Context(), d+30*time.Second)
+	counted.mu.Lock()
+	kinds0 := maps.Clone(counted.kinds)
+	counted.mu.Unlock()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	end := time.Now().Add(d)
 	counts := make([]int, clients)
 	var stalled atomic.Bool
 	var wg sync.WaitGroup
 	for i, m := range mutexes {
 		wg.Go(func() {
-			for time.Now().Before(end) {
+			for range rounds {
 				l, err := m.Lock(ctx)
 				if err != nil && ctx.Err() != nil {
 					stalled.Store(true)
@@ -137,18 +143,32 @@ func (g *rlGroup) contend(t *testing.T, clients int, d time.Duration, open func(
 	}
 	if out.grants > 0 {
 		out.requests = float64(counted.n.Load()-before) / float64(out.grants)
+		counted.mu.Lock()
+		grants := 0
+		for _, k := range []string{"acquire1", "queued-acquire1"} {
+			grants += counted.kinds[k] - kinds0[k]
+		}
+		fenced := counted.kinds["fence"] - kinds0["fence"]
+		counted.mu.Unlock()
+		out.wasted = float64(grants-fenced) / float64(out.grants)
 	}
 	counted.mu.Lock()
 	t.Logf("requests by kind: %v", counted.kinds)
 	counted.mu.Unlock()
-	t.Logf("%d clients, %v: %d critical sections, %.1f requests to the masters each, fewest per client %d (%v), stalled %v",
-		clients, d, out.grants, out.requests, out.fewest, counts, out.stalled)
+	t.Logf("%d clients, %d rounds each: %d critical sections, %.1f requests to the masters and %.2f grants given back each, fewest per client %d (%v), stalled %v",
+		clients, rounds, out.grants, out.requests, out.wasted, out.fewest, counts, out.stalled)
 	return out
 }
 
-// openCounted opens a RedLock over raw with the tests' per-master timeout.
+// contendTTL and contendNodeTimeout are the contention runs' TTL and
+// per-master timeout: wide, so that on a loaded machine no request times
+// out (a timeout closes its connection, and the redials of 8 clients to 5
+// masters, each a request that may time out in turn, can starve the run).
+const contendTTL, contendNodeTimeout = 30 * time.Second, 5 * time.Second
+
+// openCounted opens a RedLock over raw for a contention run.
 func openCounted(t *testing.T, raw []goredis.UniversalClient) driver.Driver {
-	r, err := NewRedLock(raw, WithNodeTimeout(500*time.Millisecond))
+	r, err := NewRedLock(raw, WithNodeTimeout(contendNodeTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,41 +176,39 @@ func openCounted(t *testing.T, raw []goredis.UniversalClient) driver.Driver {
 }
 
 // Independent clients contending for one lock are served in turn, through
-// the waiters' queue the masters agree on: each critical section costs a
-// handful of requests per master (the grant's two phases, the release, the
-// next head's attempt), not a herd of attempts whose votes split, and no
-// client is starved. The bound leaves room for the waiters' polls and the
-// occasional attempt that reaches a master before the release does.
+// the waiters' queue the masters agree on: the masters' votes do not split
+// (hardly any grant is given back for want of a majority), no client
+// waits for ever, and the requests per critical section are logged (about
+// 5 per master: the grant's two phases, the release, and the two refused
+// attempts with which the core starts a contended Lock; waiters' polls add
+// to them on a slow machine, so they are not checked here).
 func (g *rlGroup) testContendedClients(t *testing.T) {
-	const clients = 8
-	masters := len(g.group.Addrs())
-	got := g.contend(t, clients, 3*time.Second, openCounted)
+	const clients, rounds = 8, 4
+	got := g.contend(t, clients, rounds, openCounted)
 	if got.stalled {
-		t.Fatalf("%d clients contending for 3 s: a Lock call still waited 30 s later", clients)
+		t.Fatalf("%d clients taking a lock %d times each: not done 2 min later", clients, rounds)
 	}
-	if got.grants < clients {
-		t.Fatalf("%d critical sections for %d clients in 3 s", got.grants, clients)
-	}
-	if limit := float64(8 * masters); got.requests > limit {
-		t.Errorf("%.1f requests per critical section, want at most %v (8 per master): waiters are not served in turn", got.requests, limit)
-	}
-	if got.fewest == 0 {
-		t.Errorf("a client got no critical section in 3 s while %d others got %d", clients-1, got.grants)
+	if got.wasted > maxWasted {
+		t.Errorf("%.2f grants given back per critical section, want at most %v: the masters' votes split among the waiters", got.wasted, maxWasted)
 	}
 }
 
+// maxWasted bounds the grants given back per critical section with the
+// queue: about 0.2 measured (a head's attempt that reaches a master before
+// the release does), against 11 to 15 without it.
+const maxWasted = 2
+
 // Without the waiters' queue (every attempt of a waiting client sent as a
 // TryLock's, as the driver did before it queued), the same contention
-// spends far more requests per critical section: the check above catches
-// a RedLock whose waiters are not served in turn.
+// splits the masters' votes: the check above catches a RedLock whose
+// waiters are not served in turn.
 func (g *rlGroup) testContendedClientsWithoutQueue(t *testing.T) {
-	const clients = 8
-	masters := len(g.group.Addrs())
-	got := g.contend(t, clients, 3*time.Second, func(t *testing.T, raw []goredis.UniversalClient) driver.Driver {
+	const clients, rounds = 8, 4
+	got := g.contend(t, clients, rounds, func(t *testing.T, raw []goredis.UniversalClient) driver.Driver {
 		return &unqueuedRedLock{openCounted(t, raw).(*RedLock)}
 	})
-	if !got.stalled && got.fewest > 0 && got.requests <= float64(8*masters) {
-		t.Errorf("a RedLock without its queue: %.1f requests per critical section, none starved: the check of ContendedClients would not catch it", got.requests)
+	if !got.stalled && got.wasted <= maxWasted {
+		t.Errorf("a RedLock without its queue: %.2f grants given back per critical section: the check of ContendedClients would not catch it", got.wasted)
 	}
 }
 
@@ -280,8 +298,9 @@ func TestRedLockQuietWaiter(t *testing.T) {
 // still names the waiter with the same ticket, so that the next waiter is
 // not made head on those masters alone, to split their votes.
 func (g *rlGroup) testFailedAttemptKeepsItsPlace(t *testing.T) {
-	const ttl = 4 * time.Second
-	holder, waiter := g.open(t, ""), g.open(t, "")
+	// Wide, so that on a loaded machine every master answers.
+	const ttl = 30 * time.Second
+	holder, waiter := g.open(t, "?node_timeout=5s"), g.open(t, "?node_timeout=5s")
 	key := testkit.Key(t)
 	n := namesOf(DefaultKeyPrefix, key)
 	held := testkit.MustAcquire(t, ctxFor(t), holder, testkit.Request(key, ttl))
