@@ -71,6 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	only := fs.String("backends", "", "only these backends, comma-separated ("+strings.Join(backendNames(), ", ")+")")
 	outDir := fs.String("out", "", "write results.json and charts (SVG and PNG) into this directory")
 	markdown := fs.Bool("markdown", false, "print the table as Markdown, as the README shows it")
+	contenders := fs.Int("contenders", 0, "independent clients in the contended run (default 64, 8 with --quick)")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return 0
 	} else if err != nil {
@@ -89,6 +90,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	s := standard
 	if *quickRun {
 		s = quick
+	}
+	if *contenders < 0 {
+		fmt.Fprintf(stderr, "peers: --contenders %d: must be positive\n", *contenders)
+		return 64
+	} else if *contenders > 0 {
+		s.contenders = *contenders
 	}
 	progress := func(msg string) { fmt.Fprintln(stderr, "peers:", msg) }
 	tclog.SetDefault(tclog.NewNoopLogger()) // the progress lines say what happens

@@ -135,3 +135,15 @@ func TestRedisPeers(t *testing.T) {
 	}
 	checkRows(t, rows, 4)
 }
+
+// A contended run's size other than positive is a bad flag, refused before
+// any server starts.
+func TestContendersFlag(t *testing.T) {
+	var out, errs strings.Builder
+	if code := run(t.Context(), []string{"--contenders", "-1", "--backends", "redlock"}, &out, &errs); code != 64 {
+		t.Errorf("--contenders -1: exit status %d, want 64 (stderr %q)", code, errs.String())
+	}
+	if !strings.Contains(errs.String(), "--contenders") {
+		t.Errorf("--contenders -1: stderr %q does not name the flag", errs.String())
+	}
+}

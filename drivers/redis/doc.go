@@ -247,7 +247,8 @@
 // master that is down or hung costs little of the lease. It succeeds only
 // with a majority of grants and only if validity is left: TTL − elapsed −
 // drift > 0, the drift being 1% of the TTL plus 2 ms. Otherwise the request
-// is released on every master (one that timed out may have applied it) and
+// is released on every master that granted it or did not answer (one that
+// timed out may have applied it; one that refused holds nothing of it) and
 // refused: with ErrLocked when masters refused it because another owner
 // holds the lock there, and otherwise with an error naming the masters'
 // failures, or saying that the validity ran out (a TTL too short for the
@@ -260,6 +261,31 @@
 // allowance, so the loss signal fires by TTL − elapsed − drift after the
 // reply. Waiters subscribe on every master and are woken by the first
 // release message from any of them.
+//
+// Waiting on RedLock is fair and quiet as on one server: a waiting Driver
+// queues on every master, and only the queue's head is granted a free lock
+// and woken by a release. Masters left to order their queues by their own
+// clocks would disagree on the head and split their votes among several
+// heads, none reaching a majority; so each waiter brings its place, a ticket
+// (its client's clock in µs when it began waiting), which every master
+// uses as its entry's order (lua/redlock_ticket.lua), and every master that
+// knows the same waiters names the same head. The invariant that keeps this
+// safe: the queue only ever refuses. A grant still needs a majority of
+// masters, each running the same acquire script with the same exclusion
+// rules, within the validity, so exclusion and fencing rest on the argument
+// above whatever the queues hold; masters that disagree on the head (an
+// entry lapsed on one, a leave that reached only some) can only delay a
+// grant, until the head's next attempt rewrites its entry where it is
+// missing or the stale entry lapses. (A grant takes the head out of a
+// master's queue, so the release of a failed attempt writes its entry back
+// first: lua/redlock_requeue.lua.) Likewise a queued attempt that a
+// majority refused is not sent again until a release's message arrives or
+// the masters' "come back" time passes (at most a third of an entry's
+// lifetime): that changes when requests are sent, never what a master
+// grants. Under contention a critical section then costs the grant's two
+// phases and the release on every master, and the two refused attempts
+// with which the core starts every contended Lock (a try, then a queued
+// try once subscribed): about 5 requests per master.
 //
 // Fencing tokens across masters. Each master has its own counter, so the
 // highest token of one majority says nothing by itself about the next,

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
@@ -21,7 +22,8 @@ import (
 // Transfer (see [RedLock.Capabilities]). Make it
 // with [NewRedLock] over go-redis clients, or through dlock.Open with a
 // "redlock://" URL; see "RedLock" in the package documentation for what it
-// promises. It is safe for concurrent use.
+// promises, and for its waiters' queue, kept on every master in an order
+// the masters agree on (redlock_queue.go). It is safe for concurrent use.
 type RedLock struct {
 	nodes   []*rlNode
 	quorum  int
@@ -31,7 +33,11 @@ type RedLock struct {
 	closed  atomic.Bool
 
 	subMu       sync.Mutex     // orders Subscribe's Go calls before Close's Wait
-	subscribing sync.WaitGroup // background subscriptions, which Close waits for
+	subscribing sync.WaitGroup // background subscriptions and queue exits, which Close waits for
+
+	self  string        // the Driver's name in the waiters' queues, and in the releases' messages
+	done  chan struct{} // closed by Close
+	queue rlQueue       // the queues it waits in (redlock_queue.go)
 }
 
 // rlNode is one master.
@@ -81,13 +87,14 @@ func NewRedLock(clients []goredis.UniversalClient, opts ...Option) (*RedLock, er
 }
 
 func newRedLock(clients []goredis.UniversalClient, addrs []string, owned bool, o options) *RedLock {
-	r := &RedLock{quorum: len(clients)/2 + 1, owned: owned, prefix: o.prefix, timeout: o.nodeTimeout}
+	r := &RedLock{quorum: len(clients)/2 + 1, owned: owned, prefix: o.prefix, timeout: o.nodeTimeout, self: rand.Text(), done: make(chan struct{})}
+	r.queue.waits, r.queue.subs = map[string]*rlWait{}, map[string]int{}
 	for i, c := range clients {
 		name := addrs[i]
 		if name == "" {
 			name = fmt.Sprintf("master %d", i)
 		}
-		r.nodes = append(r.nodes, &rlNode{client: c, name: name, notify: newNotifier(c, "")})
+		r.nodes = append(r.nodes, &rlNode{client: c, name: name, notify: newNotifier(c, r.self)})
 	}
 	return r
 }
@@ -173,7 +180,8 @@ func (r *RedLock) each(ctx context.Context, timeout time.Duration, want []bool, 
 // First the acquire script runs on every master at once, each bounded by the
 // per-master timeout. Without a majority of grants, or when the time taken
 // leaves no validity (TTL − elapsed − drift ≤ 0), the request is released on
-// every master (a master that timed out may have applied it) and refused:
+// every master that granted it or did not answer (one that timed out may
+// have applied it) and refused:
 // with a *driver.LockedError when masters refused it because another owner
 // holds the lock there, and otherwise with an error saying which masters
 // failed or how long they took (a TTL too short for the masters should
@@ -195,11 +203,19 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 	}
 	n := namesOf(r.prefix, req.Key)
 	timeout := r.nodeTimeout(req.TTL)
+	waiter, ticket := r.waiterFor(n, req)
+	var wakes uint64
+	if waiter != "" {
+		var quiet time.Duration
+		if wakes, quiet = r.queue.start(n); quiet > 0 {
+			return nil, &driver.LockedError{RetryAfter: quiet} // see rlQueue.start
+		}
+	}
 	started := time.Now()
 	grants := make([]grant, len(r.nodes))
 	errs := make([]error, len(r.nodes))
 	r.each(ctx, timeout, nil, func(ctx context.Context, i int, nd *rlNode) {
-		grants[i], errs[i] = acquire(ctx, nd.client, n, req, "", blockFor(req)) // RedLock does not queue
+		grants[i], errs[i] = rlAcquire(ctx, nd.client, n, req, waiter, ticket)
 	})
 	granted := make([]bool, len(r.nodes))
 	ok, again, refused := 0, 0, 0
@@ -242,16 +258,31 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 			fenced++
 		})
 		if fenced >= r.quorum && stillValid(started, req.TTL) {
+			if waiter != "" {
+				r.granted(ctx, n, granted)
+			}
 			l := &rlLease{r: r, names: n, id: req.ID}
 			l.Start(token, req.TTL)
 			return l, nil
 		}
 	}
-	// No valid majority: give back whatever was granted, everywhere (a
-	// master that timed out may have applied the request).
-	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.TTL)
-	r.releaseAll(cleanup, n, req.ID, r.releaseTimeout(req.TTL))
-	cancel()
+	// No valid majority: give back whatever was granted, and whatever a
+	// master that failed to answer may have applied. A master that
+	// refused holds nothing of this request (the script runs atomically,
+	// and grants again a request it already holds, so a refusal even after
+	// a resend means no hold): releasing there would be a wasted request
+	// for every refused waiter, several per critical section under
+	// contention.
+	if applied := mayHold(granted, errs); applied != nil {
+		if ctx.Err() != nil {
+			waiter = "" // the waiter gave up: it does not keep its place
+		}
+		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.TTL)
+		r.releaseAll(cleanup, n, req.ID, r.releaseTimeout(req.TTL), applied, func(ctx context.Context, c goredis.Scripter) (bool, error) {
+			return rlRelease(ctx, c, n, req.ID, waiter, queueLife(req.TTL), ticket)
+		})
+		cancel()
+	}
 	elapsed := time.Since(started).Round(time.Millisecond)
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
@@ -261,6 +292,9 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 		return nil, driver.ErrClosed
 	case refused > 0 && ok < r.quorum:
 		// Held by someone else on enough masters: worth waiting for.
+		if waiter != "" && refused > len(r.nodes)-r.quorum {
+			r.queue.refused(n, wakes, retry)
+		}
 		return nil, &driver.LockedError{RetryAfter: retry}
 	case ok >= r.quorum && (!fenceTried || fenced >= r.quorum):
 		return nil, fmt.Errorf("redis: redlock: a majority granted the lock, but only after %v of its %v TTL (less the %v drift allowance): the TTL is too short for these masters, or they are overloaded", elapsed, req.TTL, drift(req.TTL))
@@ -272,12 +306,31 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 		ok, len(r.nodes), timeout, r.quorum, errors.Join(errs...))
 }
 
-// releaseAll runs the release script for id on every master, each bounded
-// by timeout.
-func (r *RedLock) releaseAll(ctx context.Context, n names, id string, timeout time.Duration) (released, refused int, errs []error) {
+// mayHold returns which masters may hold a failed acquisition: those that
+// granted it and those whose reply was lost; nil when none may.
+func mayHold(granted []bool, errs []error) []bool {
+	var want []bool
+	for i := range granted {
+		if granted[i] || errs[i] != nil {
+			if want == nil {
+				want = make([]bool, len(granted))
+			}
+			want[i] = true
+		}
+	}
+	return want
+}
+
+// releaseAll runs rel (the release script for id when nil) on the masters
+// for which want is true (every master when want is nil), each bounded by
+// timeout.
+func (r *RedLock) releaseAll(ctx context.Context, n names, id string, timeout time.Duration, want []bool, rel func(context.Context, goredis.Scripter) (bool, error)) (released, refused int, errs []error) {
+	if rel == nil {
+		rel = func(ctx context.Context, c goredis.Scripter) (bool, error) { return release(ctx, c, n, id, "PUBLISH") }
+	}
 	var mu sync.Mutex
-	r.each(ctx, timeout, nil, func(ctx context.Context, i int, nd *rlNode) {
-		ok, err := release(ctx, nd.client, n, id, "PUBLISH")
+	r.each(ctx, timeout, want, func(ctx context.Context, i int, nd *rlNode) {
+		ok, err := rel(ctx, nd.client)
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -325,17 +378,19 @@ func (r *RedLock) Subscribe(ctx context.Context, key string) (driver.Subscriptio
 		return nil, err
 	}
 	channel := namesOf(r.prefix, key).channel()
-	m := &multiSub{c: make(chan struct{}, 1)}
+	m := &multiSub{c: make(chan struct{}, 1), in: make(chan struct{}, 1), done: make(chan struct{}), r: r, names: namesOf(r.prefix, key)}
 	r.subMu.Lock()
 	defer r.subMu.Unlock()
 	if r.closed.Load() {
 		return nil, driver.ErrClosed
 	}
+	r.queue.subscribed(m.names, 1)
+	r.subscribing.Go(m.forward)
 	for _, nd := range r.nodes {
 		r.subscribing.Go(func() {
 			sctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 			defer cancel()
-			s, err := nd.notify.subscribeTo(sctx, channel, m.c)
+			s, err := nd.notify.subscribeTo(sctx, channel, m.in)
 			if err != nil {
 				return
 			}
@@ -362,17 +417,47 @@ type multiSub struct {
 	mu     sync.Mutex
 	closed bool
 	subs   []*subscription
+	r      *RedLock
+	names  names
+	in     chan struct{} // the masters' wake-ups, which forward counts and passes on to c
+	done   chan struct{} // closed by Close
+}
+
+// forward passes the masters' wake-ups on to the waiter, counting them for
+// the Driver's queue (rlQueue.woke), until the subscription or the Driver
+// closes.
+func (m *multiSub) forward() {
+	for {
+		select {
+		case <-m.in:
+			m.r.queue.woke(m.names)
+			select {
+			case m.c <- struct{}{}:
+			default: // a wake-up is pending already
+			}
+		case <-m.done:
+			return
+		case <-m.r.done:
+			return
+		}
+	}
 }
 
 func (m *multiSub) C() <-chan struct{} { return m.c }
 
 func (m *multiSub) Close() error {
 	m.mu.Lock()
-	subs := m.subs
+	subs, was := m.subs, m.closed
 	m.subs, m.closed = nil, true
+	if !was {
+		close(m.done)
+	}
 	m.mu.Unlock()
 	for _, s := range subs {
 		_ = s.Close()
+	}
+	if !was {
+		m.r.unsubscribed(m.names)
 	}
 	return nil
 }
@@ -388,6 +473,7 @@ func (r *RedLock) Close() error {
 	var errs []error
 	r.subMu.Lock() // no Subscribe starts a subscription after this
 	r.subMu.Unlock()
+	close(r.done)        // ends the subscriptions' forwarding
 	r.subscribing.Wait() // each ends within subscribeTimeout
 	for _, nd := range r.nodes {
 		nd.notify.close()
@@ -474,6 +560,6 @@ func (l *rlLease) Release(ctx context.Context) error {
 	if err := l.r.enter(ctx); err != nil {
 		return err
 	}
-	released, refused, errs := l.r.releaseAll(ctx, l.names, l.id, l.r.releaseTimeout(l.Validity()))
+	released, refused, errs := l.r.releaseAll(ctx, l.names, l.id, l.r.releaseTimeout(l.Validity()), nil, nil)
 	return l.r.verdict(released, refused, errs)
 }

@@ -43,6 +43,9 @@ func TestRedLock(t *testing.T) {
 		checkNoDoubleGrant(t, func(t *testing.T) driver.Driver { return g.open(t, "") })
 	})
 	t.Run("NoGoroutineLeak", g.testNoGoroutineLeak)
+	t.Run("FailedAttemptKeepsItsPlace", g.testFailedAttemptKeepsItsPlace)
+	t.Run("ContendedClients", g.testContendedClients)
+	t.Run("ContendedClientsWithoutQueue", g.testContendedClientsWithoutQueue)
 }
 
 // A RedLock's goroutines (its masters' pub/sub readers, its background

@@ -1,0 +1,236 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// The waiters' queue of a RedLock: the single-server queue (see
+// lua/prelude.lua) kept on every master, ordered by a ticket each waiting
+// Driver brings with it (lua/redlock_ticket.lua), so that the masters agree
+// on its head. Only the head is granted a free lock and woken by a release;
+// the others are refused on every master and wait for their turn instead of
+// splitting the masters' votes among themselves.
+
+// rlAcquireScript is acquire.lua behind redlock_ticket.lua: the waiter's
+// entry is written with its ticket before the acquisition looks at the
+// queue, in the same round trip.
+var rlAcquireScript = goredis.NewScript(prelude + luaScript("redlock_ticket") + luaScript("acquire"))
+
+// rlRequeueScript is release.lua behind redlock_requeue.lua: a failed
+// queued attempt is released with its waiter's entry written back first.
+var rlRequeueScript = goredis.NewScript(prelude + luaScript("redlock_requeue") + luaScript("release"))
+
+// rlRelease releases hold id on one master for a failed attempt; when the
+// attempt was queued (waiter not empty), the waiter keeps its place.
+func rlRelease(ctx context.Context, c goredis.Scripter, n names, id, waiter string, life time.Duration, ticket uint64) (bool, error) {
+	if waiter == "" {
+		return release(ctx, c, n, id, "PUBLISH")
+	}
+	ok, err := rlRequeueScript.Run(ctx, c, []string{n.lock, n.waiters()}, id, n.channel(), "PUBLISH",
+		waiter, millis(life), strconv.FormatUint(ticket, 10)).Int64()
+	return ok == 1, err
+}
+
+// rlQueue is what a RedLock remembers of the queues it waits in.
+type rlQueue struct {
+	mu    sync.Mutex
+	waits map[string]*rlWait // by lock name: the Driver waits for it
+	subs  map[string]int     // by lock name: the Driver's open subscriptions
+	last  uint64             // the latest ticket issued, for strictly increasing tickets
+}
+
+// rlWait is the Driver's wait for one lock.
+type rlWait struct {
+	ticket uint64
+	wakes  uint64 // wake-ups received for the lock so far
+	// When a majority of masters refused the latest attempt, another
+	// before quiet (their earliest "come back" time) with no wake-up since
+	// the attempt started (wakes still quietWakes) would be refused too.
+	quiet      time.Time
+	quietWakes uint64
+}
+
+// ticket returns the Driver's ticket for the lock n, issuing one when the
+// Driver is not waiting for it yet: the client's clock in µs, above every
+// ticket issued before. Tickets of different Drivers are compared on the
+// masters: clocks that disagree make the order less fair between them,
+// never different from one master to the next.
+func (q *rlQueue) ticket(n names) uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w, ok := q.waits[n.lock]; ok {
+		return w.ticket
+	}
+	t := max(uint64(time.Now().UnixMicro()), q.last+1)
+	q.last = t
+	q.waits[n.lock] = &rlWait{ticket: t}
+	return t
+}
+
+// start is called as a queued attempt for the lock n starts. It returns
+// the wake-ups received so far, and, when the masters' latest refusal
+// still stands (no wake-up since, and their "come back" time not reached),
+// how long it stands: the attempt is then refused without asking them.
+//
+// This is what keeps the waiters behind the head quiet. The core polls
+// beside notifications, from every 50 ms; each poll of a RedLock asks every
+// master, and under contention those polls were most of the requests per
+// critical section. A poll the masters would refuse asks nothing: the
+// queue's head learns of its turn from the release's wake-up, and a change
+// nothing announces (a holder's lease expiring, a head leaving the queue,
+// an entry lapsing) is found by the poll after the masters' "come back"
+// time, at most a third of an entry's lifetime (see queueLife), as the
+// queue's own rules intend.
+func (q *rlQueue) start(n names) (wakes uint64, wait time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w, ok := q.waits[n.lock]
+	if !ok {
+		return 0, 0
+	}
+	if w.quietWakes == w.wakes {
+		if left := time.Until(w.quiet); left > 0 {
+			return w.wakes, left
+		}
+	}
+	return w.wakes, 0
+}
+
+// refused records that a majority of masters refused the queued attempt
+// for the lock n that started after wakes wake-ups, and asked it to come
+// back after retry.
+func (q *rlQueue) refused(n names, wakes uint64, retry time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w, ok := q.waits[n.lock]; ok && retry > 0 {
+		w.quiet, w.quietWakes = time.Now().Add(retry), wakes
+	}
+}
+
+// woke counts a wake-up for the lock n: a release on one of the masters, or
+// a subscription taking effect.
+func (q *rlQueue) woke(n names) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w, ok := q.waits[n.lock]; ok {
+		w.wakes++
+	}
+}
+
+// done forgets the Driver's ticket for the lock n, and reports whether
+// there was one.
+func (q *rlQueue) done(n names) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	_, ok := q.waits[n.lock]
+	delete(q.waits, n.lock)
+	return ok
+}
+
+// subscribed counts a subscription to the lock n opening (+1) or closing
+// (-1), and reports how many remain open.
+func (q *rlQueue) subscribed(n names, delta int) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c := q.subs[n.lock] + delta
+	if c <= 0 {
+		delete(q.subs, n.lock)
+		return 0
+	}
+	q.subs[n.lock] = c
+	return c
+}
+
+// waiterFor returns the queue name and ticket req waits with on the
+// masters, or "" and 0 when it does not queue: as on a single server, only
+// plain exclusive requests the core sends while it holds a subscription
+// (driver.Request.Wait) queue.
+func (r *RedLock) waiterFor(n names, req driver.Request) (string, uint64) {
+	if !req.Wait || req.Mode != driver.Exclusive || req.Owner != "" {
+		return "", 0
+	}
+	return r.self, r.queue.ticket(n)
+}
+
+// rlAcquire runs the acquire script on one master for req, queueing as
+// waiter with ticket when waiter is not empty.
+func rlAcquire(ctx context.Context, c goredis.Scripter, n names, req driver.Request, waiter string, ticket uint64) (grant, error) {
+	if waiter == "" {
+		return acquire(ctx, c, n, req, "", blockFor(req))
+	}
+	res, err := rlAcquireScript.Run(ctx, c, []string{n.lock, n.fence(), n.waiters()},
+		req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL), waiter, millis(queueLife(req.TTL)), blockFor(req),
+		strconv.FormatUint(ticket, 10)).Int64Slice()
+	if err != nil {
+		return grant{}, err
+	}
+	if len(res) != 3 {
+		return grant{}, fmt.Errorf("redis: redlock acquire script returned %d values, want 3", len(res))
+	}
+	if res[0] != 1 {
+		return grant{retry: time.Duration(max(res[1], 0)) * time.Millisecond}, nil
+	}
+	return grant{ok: true, token: uint64(res[1]), again: res[2] == 1}, nil
+}
+
+// leave takes the Driver out of the lock n's queue on the masters for
+// which want is true (every master when want is nil). A master that misses
+// it, within subscribeTimeout (a short write), keeps the entry until it lapses, a third of a second to two seconds
+// (see queueLife), during which it names a head that no longer asks.
+func (r *RedLock) leave(ctx context.Context, n names, want []bool) {
+	r.each(ctx, subscribeTimeout, want, func(ctx context.Context, _ int, nd *rlNode) {
+		_ = leaveScript.Run(ctx, nd.client, []string{n.waiters()}, r.self).Err()
+	})
+}
+
+// granted ends the Driver's wait for the lock n once a majority granted it:
+// each master that granted took the Driver out of its queue, and the others
+// are told to, in the background (Close waits for it), so that a master
+// that refused or missed the winning attempt does not keep naming it as
+// its head.
+func (r *RedLock) granted(ctx context.Context, n names, grants []bool) {
+	if !r.queue.done(n) {
+		return
+	}
+	others := make([]bool, len(grants))
+	some := false
+	for i, g := range grants {
+		others[i] = !g
+		some = some || !g
+	}
+	if !some {
+		return
+	}
+	r.subMu.Lock()
+	defer r.subMu.Unlock()
+	if r.closed.Load() {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	r.subscribing.Go(func() { r.leave(ctx, n, others) })
+}
+
+// unsubscribed is called when a subscription to the lock n closes: when it
+// was the Driver's last one and the Driver was waiting, its waiter gave up
+// (or got the lock some other way), so it leaves the queue on every master,
+// in the background (Close waits for it), rather than holding up the others
+// until its entry lapses.
+func (r *RedLock) unsubscribed(n names) {
+	if r.queue.subscribed(n, -1) > 0 || !r.queue.done(n) {
+		return
+	}
+	r.subMu.Lock()
+	defer r.subMu.Unlock()
+	if r.closed.Load() {
+		return
+	}
+	r.subscribing.Go(func() { r.leave(context.Background(), n, nil) })
+}
