@@ -148,13 +148,6 @@ func (n *notifier) subscribe(ctx context.Context, name string) (*subscription, e
 	return n.subscribeWith(ctx, name, personalChannel(name, n.self), make(chan struct{}, 1))
 }
 
-// subscribeTo adds a subscriber to channel alone, delivering wake-ups to c,
-// which must be buffered: RedLock merges the subscriptions of its masters
-// into one channel. RedLock never queues, so no release publishes on a
-// personal channel for it.
-func (n *notifier) subscribeTo(ctx context.Context, name string, c chan struct{}) (*subscription, error) {
-	return n.subscribeWith(ctx, name, "", c)
-}
 
 // personalChannel is the channel of the Driver named self for the key
 // whose channel is name: the release script publishes there when it frees
@@ -163,7 +156,9 @@ func (n *notifier) subscribeTo(ctx context.Context, name string, c chan struct{}
 func personalChannel(name, self string) string { return name + ":" + self }
 
 // subscribeWith subscribes to name and, when not empty, personal, as one
-// channel of the notifier.
+// channel of the notifier, delivering wake-ups to c, which must be buffered:
+// RedLock merges the subscriptions of its masters into one channel (its
+// waiters queue too, so it subscribes its personal channel on each master).
 func (n *notifier) subscribeWith(ctx context.Context, name, personal string, c chan struct{}) (*subscription, error) {
 	s := &subscription{n: n, channel: name, c: c}
 	n.cmdMu.Lock()

@@ -390,7 +390,7 @@ func (r *RedLock) Subscribe(ctx context.Context, key string) (driver.Subscriptio
 		r.subscribing.Go(func() {
 			sctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 			defer cancel()
-			s, err := nd.notify.subscribeTo(sctx, channel, m.in)
+			s, err := nd.notify.subscribeWith(sctx, channel, personalChannel(channel, r.self), m.in)
 			if err != nil {
 				return
 			}

@@ -11,9 +11,10 @@
 -- its personal channel, the lock's channel followed by ':' and its name
 -- (which only that Driver subscribes to), with its name as the message, so
 -- that a release costs the server one delivery and the other waiting
--- Drivers nothing. When nobody is queued, it goes to the lock's channel with
--- an empty message, and every waiter wakes (RedLock never queues, so its
--- releases always go there). Publishing in the same script
+-- Drivers nothing (RedLock's waiters queue on each master and subscribe
+-- their personal channels there too). When nobody is queued, it goes to the
+-- lock's channel with an empty message, and every waiter wakes. Publishing
+-- in the same script
 -- means a waiter can never be woken before the lock is actually free; a
 -- release that leaves other holds (readers, reentrant entries) publishes
 -- nothing, as nobody waiting could take the lock.
