@@ -148,7 +148,6 @@ func (n *notifier) subscribe(ctx context.Context, name string) (*subscription, e
 	return n.subscribeWith(ctx, name, personalChannel(name, n.self), make(chan struct{}, 1))
 }
 
-
 // personalChannel is the channel of the Driver named self for the key
 // whose channel is name: the release script publishes there when it frees
 // the lock for that Driver, the head of the waiters' queue (lua/release.lua).
