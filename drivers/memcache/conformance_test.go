@@ -34,8 +34,11 @@ func TestConformance(t *testing.T) {
 	mc := newMC(t)
 	h := conformance.Harness{
 		NewDriver: func(context.Context) (driver.Driver, error) {
-			// A client per Driver, as separate processes would have.
-			return New(newMC(t))
+			// A client per Driver, as separate processes would have,
+			// with its selector, so that the suite renews in batches.
+			server.Need(t)
+			mc, sel := newMCSelAt(t, server.URL)
+			return New(mc, WithSelector(sel))
 		},
 		TTL: suiteTTL,
 		Tamper: func(_ context.Context, key string, overwrite bool) error {
@@ -48,7 +51,8 @@ func TestConformance(t *testing.T) {
 		},
 		// A client whose link to the server the partition cases cut.
 		NewLinkedDriver: containerfaults.LinkedURL(testkit.URL(t, server.URL), func(_ context.Context, u *url.URL) (driver.Driver, error) {
-			return New(newMCAt(t, u.String()))
+			mc, sel := newMCSelAt(t, u.String())
+			return New(mc, WithSelector(sel))
 		}),
 		Faults: server.FaultHooks(),
 	}

@@ -21,6 +21,7 @@ type Driver struct {
 	prefix   string
 	attempts int // tries per request, for dead pooled connections (see call)
 	hints    hints
+	meta     *metaConns // pipelined meta commands, when the selector is known (else nil)
 
 	inflight inflight.Group // operations Close waits for
 }
@@ -51,7 +52,7 @@ func newDriver(client *gomemcache.Client, owned bool, o options) *Driver {
 	if idle <= 0 {
 		idle = gomemcache.DefaultMaxIdleConns
 	}
-	return &Driver{
+	d := &Driver{
 		mc:     client,
 		owned:  owned,
 		prefix: o.prefix,
@@ -59,6 +60,10 @@ func newDriver(client *gomemcache.Client, owned bool, o options) *Driver {
 		// and one more to dial a new one.
 		attempts: min(idle, 64) + 1,
 	}
+	if o.selector != nil {
+		d.meta = newMetaConns(o.selector, client)
+	}
+	return d
 }
 
 // Capabilities reports plain exclusive locks whose grants reserve blocks of
@@ -66,14 +71,21 @@ func newDriver(client *gomemcache.Client, owned bool, o options) *Driver {
 // (30 days): see "Guarantees" in the package documentation for why. It
 // accepts every key the core accepts: the driver maps any key onto a
 // memcached key of its own (see "Keys" in the package documentation).
-// memcached cannot queue waiters or notify them: the core polls.
+// memcached cannot notify waiters: the core polls. When the Driver knows
+// the client's server selector (a Driver made from a URL, or [New] with
+// [WithSelector]), it renews many locks in a few round trips
+// (BatchExtender: see [Driver.ExtendBatch]).
 func (d *Driver) Capabilities() driver.Capabilities {
-	return driver.Capabilities{
+	c := driver.Capabilities{
 		TokenBlock: tokenBlock,
 		MinTTL:     MinTTL,
 		MaxTTL:     MaxTTL,
 		TTLReason:  ttlReason,
 	}
+	if d.meta != nil {
+		c.BatchExtender = d
+	}
+	return c
 }
 
 // Close closes the gomemcache client if the Driver made it from a URL (never
@@ -85,6 +97,9 @@ func (d *Driver) Capabilities() driver.Capabilities {
 func (d *Driver) Close() error {
 	if !d.inflight.Close(nil) {
 		return nil
+	}
+	if d.meta != nil {
+		d.meta.close()
 	}
 	if d.owned {
 		return d.mc.Close()

@@ -46,11 +46,23 @@ func newMC(tb testing.TB) *gomemcache.Client {
 // tb ends.
 func newMCAt(tb testing.TB, rawURL string) *gomemcache.Client {
 	tb.Helper()
-	mc := gomemcache.New(serverAddrs(tb, rawURL)...)
+	mc, _ := newMCSelAt(tb, rawURL)
+	return mc
+}
+
+// newMCSelAt is newMCAt, with the selector the client was made with (for
+// WithSelector).
+func newMCSelAt(tb testing.TB, rawURL string) (*gomemcache.Client, gomemcache.ServerSelector) {
+	tb.Helper()
+	var sel gomemcache.ServerList
+	if err := sel.SetServers(serverAddrs(tb, rawURL)...); err != nil {
+		tb.Fatal(err)
+	}
+	mc := gomemcache.NewFromSelector(&sel)
 	mc.Timeout = 2 * time.Second // generous: the machine is shared
 	mc.MaxIdleConns = 4
 	tb.Cleanup(func() { _ = mc.Close() })
-	return mc
+	return mc, &sel
 }
 
 // newTestDriver returns a Driver over mc, closed when tb ends.

@@ -1,6 +1,12 @@
 package memcache
 
-import "github.com/dlock-go/dlock/internal/driveropt"
+import (
+	"errors"
+
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/dlock-go/dlock/internal/driveropt"
+)
 
 // DefaultKeyPrefix starts the name of every memcached item the driver uses,
 // unless [WithKeyPrefix] sets another.
@@ -11,7 +17,8 @@ const DefaultKeyPrefix = "dlock:"
 type Option func(*options) error
 
 type options struct {
-	prefix string
+	prefix   string
+	selector gomemcache.ServerSelector
 }
 
 func defaultOptions() options {
@@ -26,4 +33,21 @@ func defaultOptions() options {
 // Default: [DefaultKeyPrefix] ("dlock:").
 func WithKeyPrefix(prefix string) Option {
 	return driveropt.Checked("memcached key prefix", checkPrefix(prefix), func(o *options) { o.prefix = prefix })
+}
+
+// WithSelector tells a Driver made by [New] the server selector its client
+// was made with (gomemcache.NewFromSelector; a gomemcache.ServerList for
+// gomemcache.New's servers). gomemcache does not reveal it, and without it
+// the Driver cannot tell which server holds an item. With it, the Driver
+// renews many held locks in two pipelined round trips per server instead of
+// two each (memcached's meta commands, 1.6 and later, on connections of its
+// own dialled with the client's DialContext and bounded by its Timeout):
+// Capabilities then declare a BatchExtender. The selector must pick the
+// same servers as the client's.
+func WithSelector(sel gomemcache.ServerSelector) Option {
+	var err error
+	if sel == nil {
+		err = errors.New("nil selector")
+	}
+	return driveropt.Checked("memcached server selector", err, func(o *options) { o.selector = sel })
 }

@@ -87,7 +87,9 @@ func connect(ctx context.Context, u *url.URL, _ time.Duration) (driver.Driver, e
 		}
 		return nil, fmt.Errorf("memcached: %s: %w", u.Redacted(), err)
 	}
-	return newDriver(client, true, cfg.opts), nil
+	opts := cfg.opts
+	opts.selector = &servers
+	return newDriver(client, true, opts), nil
 }
 
 // ping checks that every server of client answers, and closes client when
