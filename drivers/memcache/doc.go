@@ -36,6 +36,15 @@
 // the lock to the Client's next waiting goroutine at once, with no request,
 // and the block's next token.
 //
+// A Driver that knows its client's server selector (one made from a URL, or
+// by [New] with [WithSelector]) is also a BatchExtender: the core's renewal
+// of many held locks reads them all with pipelined meta commands (mg, one
+// round trip per server for up to 500 locks) and rewrites each one whose
+// item still names its lease by a compare-and-swap on the value it read (ms
+// with C), so that a batch never extends a lock that has passed to someone
+// else; a swap that finds the item changed falls back to that lease's own
+// Extend. Without the selector it renews one lock at a time.
+//
 // gomemcache takes no contexts: every request is bounded by the client's
 // Timeout. Acquire checks its context between requests; Extend and
 // Release return as soon as their context ends, and finish in the
