@@ -37,7 +37,9 @@ func TestLuaFiles(t *testing.T) {
 	for name := range scripts {
 		want = append(want, name)
 	}
-	want = append(want, "prelude")
+	// The prelude, and RedLock's two snippets, which are sent in front of
+	// acquire.lua and release.lua rather than alone (checked below).
+	want = append(want, "prelude", "redlock_ticket", "redlock_requeue")
 	slices.Sort(names)
 	slices.Sort(want)
 	if !slices.Equal(names, want) {
@@ -67,7 +69,7 @@ func TestLuaFiles(t *testing.T) {
 		}
 		s, ok := scripts[name]
 		if !ok {
-			continue // the prelude
+			continue // the prelude, or a RedLock snippet
 		}
 		for _, w := range []string{"KEYS[1]", "Reply:"} {
 			if !strings.Contains(header, w) {
@@ -79,6 +81,17 @@ func TestLuaFiles(t *testing.T) {
 		}
 		if sum := sha1.Sum([]byte(body)); s.Hash() != hex.EncodeToString(sum[:]) {
 			t.Errorf("%sScript is not built from %s", name, path)
+		}
+	}
+	// RedLock's snippets run between the prelude and the script they
+	// precede, as one script.
+	for s, parts := range map[*goredis.Script][]string{
+		rlAcquireScript: {"redlock_ticket", "acquire"},
+		rlRequeueScript: {"redlock_requeue", "release"},
+	} {
+		body := prelude + luaScript(parts[0]) + luaScript(parts[1])
+		if sum := sha1.Sum([]byte(body)); s.Hash() != hex.EncodeToString(sum[:]) {
+			t.Errorf("the RedLock script of %s is not built from lua/%s.lua and lua/%s.lua", parts[1], parts[0], parts[1])
 		}
 	}
 }
