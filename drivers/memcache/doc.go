@@ -18,8 +18,9 @@
 //
 // # Capabilities
 //
-// Capabilities ([Driver.Capabilities]): TokenBlock 16, MinTTL 5 s, MaxTTL
-// 30 days. That is: exclusive locks with fencing tokens, and the backend's
+// Capabilities ([Driver.Capabilities]): BatchExtender (when the Driver
+// knows its client's server selector: see below), TokenBlock 16, MinTTL 5 s,
+// MaxTTL 30 days. That is: exclusive locks with fencing tokens, and the backend's
 // TTL rules (MinTTL, MaxTTL, with the reason in TTLReason). Read-write locks
 // and reentrant locks are not implemented (no Shared, no Reentrant), so
 // dlock refuses them with an error wrapping errors.ErrUnsupported. memcached
