@@ -87,8 +87,15 @@ func modeArg(m driver.Mode) string {
 // acquire runs the acquire script for req on one server; a new grant
 // reserves block fencing tokens.
 func acquire(ctx context.Context, c goredis.Scripter, n names, req driver.Request, waiter string, block uint64) (grant, error) {
-	res, err := acquireScript.Run(ctx, c, []string{n.lock, n.fence(), n.waiters()},
-		req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL), waiter, millis(queueLife(req.TTL)), block).Int64Slice()
+	return runAcquire(ctx, acquireScript, c, n, req, waiter, block)
+}
+
+// runAcquire runs script, acquire.lua or a script built around it (RedLock's
+// ticket, whose argument comes in extra), for req on one server, and reads
+// its reply.
+func runAcquire(ctx context.Context, script *goredis.Script, c goredis.Scripter, n names, req driver.Request, waiter string, block uint64, extra ...any) (grant, error) {
+	args := append([]any{req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL), waiter, millis(queueLife(req.TTL)), block}, extra...)
+	res, err := script.Run(ctx, c, []string{n.lock, n.fence(), n.waiters()}, args...).Int64Slice()
 	if err != nil {
 		return grant{}, err
 	}

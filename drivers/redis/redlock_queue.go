@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -166,19 +165,7 @@ func rlAcquire(ctx context.Context, c goredis.Scripter, n names, req driver.Requ
 	if waiter == "" {
 		return acquire(ctx, c, n, req, "", blockFor(req))
 	}
-	res, err := rlAcquireScript.Run(ctx, c, []string{n.lock, n.fence(), n.waiters()},
-		req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL), waiter, millis(queueLife(req.TTL)), blockFor(req),
-		strconv.FormatUint(ticket, 10)).Int64Slice()
-	if err != nil {
-		return grant{}, err
-	}
-	if len(res) != 3 {
-		return grant{}, fmt.Errorf("redis: redlock acquire script returned %d values, want 3", len(res))
-	}
-	if res[0] != 1 {
-		return grant{retry: time.Duration(max(res[1], 0)) * time.Millisecond}, nil
-	}
-	return grant{ok: true, token: uint64(res[1]), again: res[2] == 1}, nil
+	return runAcquire(ctx, rlAcquireScript, c, n, req, waiter, blockFor(req), strconv.FormatUint(ticket, 10))
 }
 
 // leave takes the Driver out of the lock n's queue on the masters for
