@@ -238,9 +238,10 @@ type inheritance struct {
 
 // transferable reports whether leases and waiters of m in mode may be
 // handed over: exclusive, non-reentrant holds of a driver that can transfer
-// or reserves blocks of tokens.
+// or reserves blocks of tokens, and not an election's leadership, whose
+// hold on the backend must carry its own leader's value and term.
 func (m *mutex) transferable(mode driver.Mode) bool {
-	return (m.c.caps.Transferer != nil || m.c.caps.TokenBlock > 1) && mode == driver.Exclusive && m.cfg.owner == ""
+	return (m.c.caps.Transferer != nil || m.c.caps.TokenBlock > 1) && mode == driver.Exclusive && m.cfg.owner == "" && m.cfg.value == ""
 }
 
 // The waiter's side: offer, withdraw (leave or wait for the claimed

@@ -362,7 +362,7 @@ func (m *mutex) block(ctx context.Context, req driver.Request) (driver.Lease, er
 
 // request is the driver's request for one acquisition by m.
 func (m *mutex) request(mode driver.Mode, id string) driver.Request {
-	return driver.Request{Key: m.key, ID: id, TTL: m.cfg.ttl, Mode: mode, Owner: m.cfg.owner}
+	return driver.Request{Key: m.key, ID: id, TTL: m.cfg.ttl, Mode: mode, Owner: m.cfg.owner, Value: m.cfg.value}
 }
 
 // handedOver turns a lock handed over by another lease of the Client into

@@ -42,6 +42,9 @@ type config struct {
 	pollMax    time.Duration
 	pollCustom bool
 	failFast   bool
+	// value is stored with every hold (driver.Request.Value): set only by
+	// an Election's Campaign, for its own mutex.
+	value string
 }
 
 func defaultConfig() config {

@@ -100,6 +100,18 @@ type Capabilities struct {
 	// Without it, Client.Inspect returns an error wrapping
 	// errors.ErrUnsupported.
 	Inspector Inspector
+
+	// Values: the driver stores Request.Value with the hold, and its
+	// Inspector (which must then be set) reports the current holder's Value
+	// and fencing token together, in one Info that describes one hold:
+	// never the Value of one grant with the Token of another, and never a
+	// Token before the grant that carries it is settled (the value its
+	// Lease.Token returns). Leader elections (dlock.Election) read their
+	// leader this way.
+	//
+	// Without it, Election.Leader and Election.Observe return an error
+	// wrapping errors.ErrUnsupported; Campaign works on every driver.
+	Values bool
 }
 
 // Check reports whether the capabilities are consistent: TTL limits that
@@ -114,6 +126,9 @@ func (c Capabilities) Check() error {
 	}
 	if c.MaxTTL > 0 && c.MinTTL > c.MaxTTL {
 		errs = append(errs, fmt.Errorf("MinTTL %v is above MaxTTL %v", c.MinTTL, c.MaxTTL))
+	}
+	if c.Values && c.Inspector == nil {
+		errs = append(errs, errors.New("a driver that declares Values needs an Inspector to report them"))
 	}
 	if c.Blocking && c.Transferer != nil {
 		errs = append(errs, errors.New("a Blocking driver cannot declare a Transferer: its waiters are in the backend's queue, where no lock can be handed to them"))
@@ -212,4 +227,8 @@ type Info struct {
 	// Waiters counts clients waiting for the lock, as far as the backend can
 	// tell; -1 when it cannot.
 	Waiters int `json:"waiters"`
+	// Value is the holder's Request.Value (see Capabilities.Values); empty
+	// when the lock is free, the holder gave none, or the driver does not
+	// store values.
+	Value string `json:"value,omitempty"`
 }

@@ -12,7 +12,7 @@
 // the core reads once, when a Client is made:
 //   - facts about the backend (read locks, reentrancy, waiting in the
 //     backend's own queue, blocks of fencing tokens, the TTLs and keys it
-//     accepts), as plain fields;
+//     accepts, values stored with a hold), as plain fields;
 //   - four optional behaviours, each an interface of its own because its
 //     shape differs from a lock's ([Notifier], [BatchExtender],
 //     [Transferer], [Inspector]), as fields that are nil when the backend
@@ -306,4 +306,15 @@ type Request struct {
 	// lock is freed when every such hold has been released. Only sent to
 	// drivers that declare Capabilities.Reentrant.
 	Owner string
+
+	// Value, when not empty, is what the application says about this hold:
+	// a leader election's candidate (its name or address). It is at most
+	// MaxValueLen bytes of printable UTF-8, checked by the core. A driver
+	// that declares Capabilities.Values stores it with the hold (and a
+	// Transfer stores the new request's) and its Inspector returns it in
+	// Info.Value while the hold lasts; other drivers ignore it.
+	Value string
 }
+
+// MaxValueLen is the longest Request.Value the core sends.
+const MaxValueLen = 256

@@ -35,6 +35,7 @@ type entry struct {
 // holder is one grant. Reentrant grants are counted on one holder.
 type holder struct {
 	identity string // the owner for reentrant grants, the request ID otherwise
+	value    string // the granting request's Value (driver.Capabilities.Values)
 	token    uint64
 	count    int
 	expires  time.Time
@@ -156,7 +157,7 @@ func (b *Backend) grant(req driver.Request, now time.Time, block uint64, t *tick
 		if b.queuedAhead(req.Key, t) {
 			return nil, 0
 		}
-		h := b.newHolder(req.Key, identity, expires, block)
+		h := b.newHolder(req.Key, identity, req.Value, expires, block)
 		if e.shared == nil {
 			e.shared = map[string]*holder{}
 		}
@@ -181,16 +182,16 @@ func (b *Backend) grant(req driver.Request, now time.Time, block uint64, t *tick
 	if b.queuedAhead(req.Key, t) {
 		return nil, 0
 	}
-	e.exclusive = b.newHolder(req.Key, identity, expires, block)
+	e.exclusive = b.newHolder(req.Key, identity, req.Value, expires, block)
 	return e.exclusive, 0
 }
 
 // newHolder makes a new grant of key, whose token and the block-1 after it
 // are issued to nobody else (driver.Capabilities.TokenBlock).
-func (b *Backend) newHolder(key, identity string, expires time.Time, block uint64) *holder {
+func (b *Backend) newHolder(key, identity, value string, expires time.Time, block uint64) *holder {
 	token := b.fences[key] + 1
 	b.fences[key] += max(block, 1)
-	return &holder{identity: identity, token: token, count: 1, expires: expires}
+	return &holder{identity: identity, value: value, token: token, count: 1, expires: expires}
 }
 
 // lose tells every unreleased lease of h that it lost the lock, for reason.

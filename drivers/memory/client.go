@@ -361,7 +361,7 @@ func (c *client) Inspect(ctx context.Context, key string) (driver.Info, error) {
 		c.b.mu.Unlock()
 		return info, nil
 	}
-	info.Held, info.Token, info.TTL, info.Holders = true, in.Token, time.Until(in.Expires), 1
+	info.Held, info.Token, info.TTL, info.Holders, info.Value = true, in.Token, time.Until(in.Expires), 1, in.Value
 	if in.Readers > 0 {
 		info.Mode, info.Holders = driver.Shared, in.Readers
 	}

@@ -61,7 +61,7 @@ func (b *Backend) Tamper(key string, overwrite bool) bool {
 	forget(e, ErrTampered)
 	delete(b.locks, key)
 	if overwrite {
-		stranger := b.newHolder(key, "stranger", time.Now().Add(time.Hour), 1)
+		stranger := b.newHolder(key, "stranger", "", time.Now().Add(time.Hour), 1)
 		b.locks[key] = &entry{exclusive: stranger}
 	} else {
 		b.wake()
@@ -88,6 +88,8 @@ type Info struct {
 	Expires time.Time
 	// Readers counts shared holders; zero for an exclusive lock.
 	Readers int
+	// Value is the exclusive holder's Request.Value.
+	Value string
 }
 
 // Inspect returns the lock on key, if any.
@@ -99,7 +101,7 @@ func (b *Backend) Inspect(key string) (Info, bool) {
 	case e == nil:
 		return Info{}, false
 	case e.exclusive != nil:
-		return Info{Token: e.exclusive.token, Expires: e.exclusive.expires}, true
+		return Info{Token: e.exclusive.token, Expires: e.exclusive.expires, Value: e.exclusive.value}, true
 	}
 	info := Info{Readers: len(e.shared)}
 	for _, h := range e.shared {

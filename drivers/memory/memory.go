@@ -94,6 +94,7 @@ func New(b *Backend, opts ...Option) driver.Driver {
 		Blocking:      !o.noBlocking,
 		BatchExtender: c,
 		Inspector:     c,
+		Values:        true,
 	}
 	if !o.noNotify {
 		c.caps.Notifier = c

@@ -38,6 +38,6 @@ func (c *client) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 		return nil, driver.ErrLocked
 	}
 	l.letGo() // the lock is no longer from's to lose
-	e.exclusive = b.newHolder(to.Key, to.ID, now.Add(to.TTL), c.o.tokenBlock)
+	e.exclusive = b.newHolder(to.Key, to.ID, to.Value, now.Add(to.TTL), c.o.tokenBlock)
 	return c.newLease(to, e.exclusive), nil
 }
