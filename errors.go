@@ -61,7 +61,8 @@ var (
 // own error types.
 type Error struct {
 	// Op is the operation: "lock", "trylock", "rlock", "tryrlock", "extend",
-	// "unlock" or "renew", or a semaphore's "tryacquire".
+	// "unlock" or "renew", a semaphore's "tryacquire", or an election's
+	// "resign" or "leader".
 	Op string
 	// Key is the lock's name.
 	Key string
