@@ -67,7 +67,9 @@ type Election interface {
 	Resign(ctx context.Context) error
 
 	// Leader reports who leads now: the leader's value and term, as the
-	// backend holds them. When nobody leads it returns ErrNoLeader.
+	// backend holds them. When nobody leads, or a new leadership is not yet
+	// settled on the backend (its term not yet written beside it), it
+	// returns ErrNoLeader.
 	Leader(ctx context.Context) (Leadership, error)
 
 	// Observe reports each change of leader, in order, on the returned
@@ -202,7 +204,9 @@ func (e *election) Leader(ctx context.Context) (Leadership, error) {
 	if err != nil {
 		return Leadership{}, err
 	}
-	if !info.Held || info.Mode != driver.Exclusive {
+	// Token 0 on a held lock is a grant not settled yet (its token and
+	// value not yet written beside it): no leader the backend can name.
+	if !info.Held || info.Mode != driver.Exclusive || info.Token == 0 {
 		return Leadership{}, &Error{Op: "leader", Key: e.key, Err: ErrNoLeader}
 	}
 	return Leadership{Value: info.Value, Term: info.Token}, nil

@@ -106,8 +106,11 @@ type Capabilities struct {
 	// and fencing token together, in one Info that describes one hold:
 	// never the Value of one grant with the Token of another, and never a
 	// Token before the grant that carries it is settled (the value its
-	// Lease.Token returns). Leader elections (dlock.Election) read their
-	// leader this way.
+	// Lease.Token returns). While a hold's token and value are not settled
+	// yet, the Inspector reports the lock free, or held with Token 0 and no
+	// Value. Leader elections (dlock.Election) read their leader this way.
+	// A grant that its request does not keep (its reply lost, then given
+	// back) may be reported while it lasts: the backend did grant it.
 	//
 	// Without it, Election.Leader and Election.Observe return an error
 	// wrapping errors.ErrUnsupported; Campaign works on every driver.

@@ -97,8 +97,11 @@ func (b *Backend) wake() {
 	b.changed = make(chan struct{})
 }
 
-// ticket is one blocked Acquire call's place in its key's queue.
-type ticket struct{}
+// ticket is one blocked Acquire call's place in its key's queue, known by
+// its address. It is not zero-sized: pointers to distinct zero-size values
+// may be equal, which made every ticket the same one (no queue order, and
+// a dequeue removed every ticket of the key).
+type ticket struct{ _ byte }
 
 // enqueue puts t at the back of key's queue. Callers hold b.mu.
 func (b *Backend) enqueue(key string, t *ticket) {
