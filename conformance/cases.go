@@ -96,6 +96,18 @@ var cases = []testCase{
 		rule: "while a client that holds every permit, and waits for one more at the gate, is frozen longer than the TTL, another client gets a permit, and no more permits than the semaphore has are trusted at once, before or after the thaw"},
 	{name: "SemaphorePartitionedHolder", ttls: 12, run: testSemaphorePartitionedHolder,
 		rule: "a client holding every permit cut off from the backend past the TTL loses them: another client gets a permit within the TTL plus a margin, never before the holder's deadline without it being told, the holder's lost signals fire by their deadlines, and once the link is back its Unlocks leave the new holder's permit alone"},
+	// Elections: dlock.Election, built by the core over one exclusive lock
+	// per key and the value the driver stores with the hold.
+	{name: "ElectionOneLeader", ttls: 20, run: testElectionOneLeader,
+		rule: "8 candidates on 4 independent clients campaigning over and over never lead at once (no two leaderships trusted at once), terms strictly rise from one leadership to the next, and no Deadline is later than the TTL after Campaign returned"},
+	{name: "ElectionLeaderReports", ttls: 8, run: testElectionLeaderReports,
+		rule: "with Capabilities.Values, Leader on another client reports exactly the leader's value and its Lease.Token (values up to MaxValueLen bytes of printable UTF-8), ErrNoLeader when nobody leads, and a leader that vanishes without resigning is followed within the TTL (plus a margin) by another candidate with a greater term, not before its deadline unless it was told"},
+	{name: "ElectionObserve", ttls: 10, run: testElectionObserve,
+		rule: "with Capabilities.Values, an observer on another client reports the leader at the start, then each leader that holds until it was reported, in order, with strictly rising terms, never a value and term that no leader had, and the vacancy once nobody leads"},
+	{name: "ElectionCampaignCancelled", run: testElectionCampaignCancelled,
+		rule: "a Campaign whose context ends while another candidate leads returns exactly ctx.Err() promptly, disturbs no leader, and leaves nothing behind: once the leader resigns, the same candidate wins at once"},
+	{name: "ElectionPartitionedLeaderLoses", ttls: 12, run: testElectionPartitionedLeaderLoses,
+		rule: "a leader cut off from the backend stops leading by its deadline, which its unanswered renewals do not move (its lost signal fires, Err wraps ErrLockLost); another candidate wins within the TTL plus a margin, never before that deadline without the old leader being told, with a greater term; and once the link is back the old leader's Resign leaves the new leader alone"},
 	{name: "RandomDeadlines", serial: true, ttls: 10, contest: true, run: testRandomDeadlines,
 		rule: "under Lock and Unlock deadlines from a tenth of a round trip to several (3 clients x 4 goroutines on one key), no two leases are trusted at once (granted, not yet unlocking, before their deadline, not reported lost), fencing tokens strictly rise in grant order, no Deadline is later than the TTL after its Lock returned, and no Extend or Unlock finds the lock gone (ErrLockLost) before the lease's Deadline"},
 	{name: "AppliedAfterTimeout", serial: true, ttls: 10, contest: true, run: testAppliedAfterTimeout,
