@@ -26,11 +26,15 @@
 // # Capabilities
 //
 // Capabilities ([Driver.Capabilities]): Shared, Reentrant, Notifier,
-// BatchExtender, Inspector, Transferer, TokenBlock 16; on [RedLock] the
-// same but Transferer. That is: exclusive, read-write and reentrant locks
-// with fencing tokens, release notifications (Notifier, by Redis pub/sub),
-// batched renewal (BatchExtender, by pipelining), inspection (Inspector),
-// and direct handoff: each plain exclusive grant reserves a block of 16
+// BatchExtender, Inspector, Values, Transferer, TokenBlock 16; on [RedLock]
+// the same but Transferer. That is: exclusive, read-write and reentrant
+// locks with fencing tokens, release notifications (Notifier, by Redis
+// pub/sub), batched renewal (BatchExtender, by pipelining), inspection
+// (Inspector), values stored with a hold (Values: a request's Value is
+// kept beside its hold in the lock hash, a Transfer stores the new
+// request's, a release or an expiry takes it with the hold, and Inspect
+// reports the exclusive holder's value with that same hold's token, read
+// by one script), and direct handoff: each plain exclusive grant reserves a block of 16
 // fencing tokens (TokenBlock), so an Unlock hands the lock to a waiter of
 // the same Client with no request at all, the waiter taking the block's
 // next token; past the block, in one script (Transferer), with a new block.
@@ -301,6 +305,25 @@
 // entry it joins. The second phase costs one more round trip per
 // acquisition (in parallel on the granting masters); renewal and release
 // cost one.
+//
+// Inspecting across masters. A grant's first phase leaves each master a
+// hold with a token of its own, marked pending; the second phase gives
+// the hold the token T of the lease and settles it (lua/fence.lua). The
+// masters are read one by one, not at one instant, so Inspect reports a
+// holder only by this rule: a quorum of the masters that answered must
+// report the same settled hold, the same holder, token and value (or all
+// hold a stranger's key), and then Info gives that hold's holder, token T
+// and value, with a TTL that a quorum of them still promise. Otherwise,
+// pending holds in the way (a grant between its phases, or one whose
+// second phase reached too few masters and is being given back) or
+// masters that name different holds, the lock is reported free: a hold is
+// never reported with a token other than the one its lease has, nor
+// before a quorum settled it, and an election's follower then sees no
+// leader yet rather than a wrong term. A pending hold does not hide a
+// settled one of the same owner (a re-entry under way). As on a single
+// server, a grant settled on a quorum whose acquisition still fails (its
+// validity ran out, the acknowledgements were lost) is reported until
+// the acquisition gives it back, before returning its error.
 //
 // What RedLock cannot promise. It is safe only under timing assumptions: the
 // masters' clocks must run at nearly the same rate (the drift allowance),
