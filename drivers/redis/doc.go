@@ -365,12 +365,15 @@
 // The lock hash has a field "mode" ("x" exclusive, "s" shared) while held,
 // one field "h:ID" per hold whose value is "EXPIRY TOKEN OWNER" (EXPIRY in
 // milliseconds of the server's clock, OWNER the reentrant owner, possibly
-// empty), and a field "wait" while a writer keeps new readers out. A value
-// of another shape at the lock's name (a string written by an older version
-// of this driver, or by an operator) is treated as a lock held by a
-// stranger: refused, never overwritten, extended or deleted. Older versions
-// likewise see a hash as held, so old and new clients exclude each other
-// during an upgrade, and share the fencing counter.
+// empty), a field "v:ID" beside a hold whose request carried a value, a
+// field "p:ID" while a RedLock grant is between its phases, and a field
+// "wait" while a writer keeps new readers out. A value of another shape at
+// the lock's name (a string written by an older version of this driver, or
+// by an operator) is treated as a lock held by a stranger: refused, never
+// overwritten, extended or deleted. Older versions likewise see a hash as
+// held (one with "v:" or "p:" fields as a stranger's), so old and new
+// clients exclude each other during an upgrade, and share the fencing
+// counter.
 //
 // # URLs
 //
