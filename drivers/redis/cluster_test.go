@@ -28,6 +28,9 @@ func TestCluster(t *testing.T) {
 		checkNoDoubleGrant(t, func(t *testing.T) driver.Driver { return c.open(t) })
 	})
 	t.Run("NoGoroutineLeak", c.testNoGoroutineLeak)
+	t.Run("Election", func(t *testing.T) {
+		checkElection(t, func(t *testing.T) driver.Driver { return c.open(t) })
+	})
 }
 
 // A Cluster Driver's goroutines (one reader per sharded connection) end with

@@ -26,11 +26,15 @@
 // # Capabilities
 //
 // Capabilities ([Driver.Capabilities]): Shared, Reentrant, Notifier,
-// BatchExtender, Inspector, Transferer, TokenBlock 16; on [RedLock] the
-// same but Transferer. That is: exclusive, read-write and reentrant locks
-// with fencing tokens, release notifications (Notifier, by Redis pub/sub),
-// batched renewal (BatchExtender, by pipelining), inspection (Inspector),
-// and direct handoff: each plain exclusive grant reserves a block of 16
+// BatchExtender, Inspector, Values, Transferer, TokenBlock 16; on [RedLock]
+// the same but Transferer. That is: exclusive, read-write and reentrant
+// locks with fencing tokens, release notifications (Notifier, by Redis
+// pub/sub), batched renewal (BatchExtender, by pipelining), inspection
+// (Inspector), values stored with a hold (Values: a request's Value is
+// kept beside its hold in the lock hash, a Transfer stores the new
+// request's, a release or an expiry takes it with the hold, and Inspect
+// reports the exclusive holder's value with that same hold's token, read
+// by one script), and direct handoff: each plain exclusive grant reserves a block of 16
 // fencing tokens (TokenBlock), so an Unlock hands the lock to a waiter of
 // the same Client with no request at all, the waiter taking the block's
 // next token; past the block, in one script (Transferer), with a new block.
@@ -302,6 +306,25 @@
 // acquisition (in parallel on the granting masters); renewal and release
 // cost one.
 //
+// Inspecting across masters. A grant's first phase leaves each master a
+// hold with a token of its own, marked pending; the second phase gives
+// the hold the token T of the lease and settles it (lua/fence.lua). The
+// masters are read one by one, not at one instant, so Inspect reports a
+// holder only by this rule: a quorum of the masters that answered must
+// report the same settled hold, the same holder, token and value (or all
+// hold a stranger's key), and then Info gives that hold's holder, token T
+// and value, with a TTL that a quorum of them still promise. Otherwise,
+// pending holds in the way (a grant between its phases, or one whose
+// second phase reached too few masters and is being given back) or
+// masters that name different holds, the lock is reported free: a hold is
+// never reported with a token other than the one its lease has, nor
+// before a quorum settled it, and an election's follower then sees no
+// leader yet rather than a wrong term. A pending hold does not hide a
+// settled one of the same owner (a re-entry under way). As on a single
+// server, a grant settled on a quorum whose acquisition still fails (its
+// validity ran out, the acknowledgements were lost) is reported until
+// the acquisition gives it back, before returning its error.
+//
 // What RedLock cannot promise. It is safe only under timing assumptions: the
 // masters' clocks must run at nearly the same rate (the drift allowance),
 // and a holder must not act after its deadline (the core's loss signal; a
@@ -342,12 +365,15 @@
 // The lock hash has a field "mode" ("x" exclusive, "s" shared) while held,
 // one field "h:ID" per hold whose value is "EXPIRY TOKEN OWNER" (EXPIRY in
 // milliseconds of the server's clock, OWNER the reentrant owner, possibly
-// empty), and a field "wait" while a writer keeps new readers out. A value
-// of another shape at the lock's name (a string written by an older version
-// of this driver, or by an operator) is treated as a lock held by a
-// stranger: refused, never overwritten, extended or deleted. Older versions
-// likewise see a hash as held, so old and new clients exclude each other
-// during an upgrade, and share the fencing counter.
+// empty), a field "v:ID" beside a hold whose request carried a value, a
+// field "p:ID" while a RedLock grant is between its phases, and a field
+// "wait" while a writer keeps new readers out. A value of another shape at
+// the lock's name (a string written by an older version of this driver, or
+// by an operator) is treated as a lock held by a stranger: refused, never
+// overwritten, extended or deleted. Older versions likewise see a hash as
+// held (one with "v:" or "p:" fields as a stranger's), so old and new
+// clients exclude each other during an upgrade, and share the fencing
+// counter.
 //
 // # URLs
 //

@@ -89,7 +89,8 @@ func newDriver(client goredis.UniversalClient, owned bool, o options) *Driver {
 
 // Capabilities reports read-write and reentrant locks, release
 // notifications (Subscribe), batched renewal (ExtendBatch), direct handoff
-// (Transfer) with blocks of 16 fencing tokens, and inspection (Inspect): see
+// (Transfer) with blocks of 16 fencing tokens, and inspection (Inspect)
+// that reports the value stored with the hold (Values): see
 // "Capabilities" in the package documentation. It sets no key or TTL rule
 // of its own: Redis names are binary safe, the driver's escaping keeps any
 // key's names distinct, and TTLs are rounded up to whole milliseconds, so
@@ -103,6 +104,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		BatchExtender: d,
 		Transferer:    d,
 		Inspector:     d,
+		Values:        true,
 	}
 }
 

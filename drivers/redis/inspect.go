@@ -14,8 +14,10 @@ import (
 // Inspect describes the lock on key in one pipelined round trip: its mode
 // and number of holds, the holder (the reentrant owner, or the request ID;
 // empty when several readers hold it), the highest fencing token of the
-// holds (the latest issued when free), the time left on the latest hold,
-// and how many clients are subscribed to its release channel (waiting, or
+// holds (the latest issued when free), the exclusive holder's value
+// (Request.Value) together with that hold's token, read by one script so
+// that they describe one hold, the time left on the latest hold, and how
+// many clients are subscribed to its release channel (waiting, or
 // lingering for up to 2 s after their last waiter left). A key held by a
 // stranger (another type, or an older layout) is reported held by an
 // unknown owner, with its PTTL.
@@ -53,28 +55,48 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.Info, error) {
 
 // infoOf turns the inspect script's reply into an Info.
 func infoOf(state *goredis.Cmd, waiters int) (driver.Info, error) {
+	v, err := readInspect(state, waiters)
+	return v.info, err
+}
+
+// inspectView is one server's reply to the inspect script.
+type inspectView struct {
+	info driver.Info
+	// settled is false when every hold of the lock is pending: RedLock's
+	// first phase wrote it and its second has not reached this master, so
+	// its token may not be the lease's (see lua/inspect.lua).
+	settled bool
+	// stranger: the key holds something that is not a lock of this layout.
+	stranger bool
+}
+
+// readInspect reads the inspect script's reply.
+func readInspect(state *goredis.Cmd, waiters int) (inspectView, error) {
 	v, err := state.Slice()
 	if err != nil {
-		return driver.Info{}, err
+		return inspectView{}, err
 	}
-	if len(v) != 5 {
-		return driver.Info{}, fmt.Errorf("redis: inspect script returned %d values, want 5", len(v))
+	if len(v) != 7 {
+		return inspectView{}, fmt.Errorf("redis: inspect script returned %d values, want 7", len(v))
 	}
 	kind, _ := v[0].(string)
 	holders, _ := v[1].(int64)
 	holder, _ := v[2].(string)
 	token, _ := v[3].(int64)
 	ms, _ := v[4].(int64)
-	info := driver.Info{Waiters: waiters, Token: uint64(max(token, 0))}
+	value, _ := v[5].(string)
+	settled, _ := v[6].(int64)
+	out := inspectView{settled: settled == 1, stranger: kind == "other"}
+	out.info = driver.Info{Waiters: waiters, Token: uint64(max(token, 0))}
 	if kind == "free" {
-		return info, nil
+		return out, nil
 	}
-	info.Held, info.Holders, info.Owner = true, int(holders), holder
+	out.info.Held, out.info.Holders, out.info.Owner, out.info.Value = true, int(holders), holder, value
 	if kind == "s" {
-		info.Mode = driver.Shared
+		out.info.Mode = driver.Shared
 	}
 	if ms > 0 {
-		info.TTL = time.Duration(ms) * time.Millisecond
+		out.info.TTL = time.Duration(ms) * time.Millisecond
 	}
-	return info, nil
+	return out, nil
 }

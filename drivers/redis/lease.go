@@ -85,16 +85,21 @@ func modeArg(m driver.Mode) string {
 }
 
 // acquire runs the acquire script for req on one server; a new grant
-// reserves block fencing tokens.
+// reserves block fencing tokens, and is settled at once.
 func acquire(ctx context.Context, c goredis.Scripter, n names, req driver.Request, waiter string, block uint64) (grant, error) {
-	return runAcquire(ctx, acquireScript, c, n, req, waiter, block)
+	return runAcquire(ctx, acquireScript, c, n, req, waiter, block, false)
 }
 
 // runAcquire runs script, acquire.lua or a script built around it (RedLock's
 // ticket, whose argument comes in extra), for req on one server, and reads
-// its reply.
-func runAcquire(ctx context.Context, script *goredis.Script, c goredis.Scripter, n names, req driver.Request, waiter string, block uint64, extra ...any) (grant, error) {
-	args := append([]any{req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL), waiter, millis(queueLife(req.TTL)), block}, extra...)
+// its reply. The hold stores req.Value; pending marks it unsettled until
+// the fence script runs for it (RedLock's first phase: see lua/prelude.lua).
+func runAcquire(ctx context.Context, script *goredis.Script, c goredis.Scripter, n names, req driver.Request, waiter string, block uint64, pending bool, extra ...any) (grant, error) {
+	pend := ""
+	if pending {
+		pend = "1"
+	}
+	args := append([]any{req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL), waiter, millis(queueLife(req.TTL)), block, req.Value, pend}, extra...)
 	res, err := script.Run(ctx, c, []string{n.lock, n.fence(), n.waiters()}, args...).Int64Slice()
 	if err != nil {
 		return grant{}, err

@@ -109,8 +109,10 @@ func clientAddr(c goredis.UniversalClient) string {
 
 // Capabilities reports read-write and reentrant locks, each held on a
 // majority, release notifications from every master (Subscribe), batched
-// renewal (ExtendBatch), inspection (Inspect) and blocks of 16 fencing
-// tokens, as [Driver.Capabilities] does; there is no Transfer. Every
+// renewal (ExtendBatch), inspection (Inspect) with the holder's value
+// (Values; see "RedLock" in the package documentation for when a holder is
+// reported) and blocks of 16 fencing tokens, as [Driver.Capabilities]
+// does; there is no Transfer. Every
 // master that grants reserves a block, and the second phase of an
 // acquisition moves a majority's counters past the block of the token
 // chosen, so that any later majority includes a master whose next token is
@@ -125,6 +127,7 @@ func (r *RedLock) Capabilities() driver.Capabilities {
 		Notifier:      r,
 		BatchExtender: r,
 		Inspector:     r,
+		Values:        true,
 	}
 }
 

@@ -160,12 +160,14 @@ func (r *RedLock) waiterFor(n names, req driver.Request) (string, uint64) {
 }
 
 // rlAcquire runs the acquire script on one master for req, queueing as
-// waiter with ticket when waiter is not empty.
+// waiter with ticket when waiter is not empty. The hold is pending until
+// the second phase settles it (fence), so that Inspect does not report a
+// token the lease may not get (see RedLock.Inspect).
 func rlAcquire(ctx context.Context, c goredis.Scripter, n names, req driver.Request, waiter string, ticket uint64) (grant, error) {
 	if waiter == "" {
-		return acquire(ctx, c, n, req, "", blockFor(req))
+		return runAcquire(ctx, acquireScript, c, n, req, "", blockFor(req), true)
 	}
-	return runAcquire(ctx, rlAcquireScript, c, n, req, waiter, blockFor(req), strconv.FormatUint(ticket, 10))
+	return runAcquire(ctx, rlAcquireScript, c, n, req, waiter, blockFor(req), true, strconv.FormatUint(ticket, 10))
 }
 
 // leave takes the Driver out of the lock n's queue on the masters for

@@ -39,6 +39,10 @@ func TestRedLock(t *testing.T) {
 	t.Run("ReentryAcrossMasters", g.testReentryAcrossMasters)
 	t.Run("DuplicateMasters", g.testDuplicateMasters)
 	t.Run("ExtendBatchAndInspect", g.testBatchAndInspect)
+	t.Run("InspectReportsSettledHolds", g.testInspectSettled)
+	t.Run("Election", func(t *testing.T) {
+		checkElection(t, func(t *testing.T) driver.Driver { return g.open(t, "") })
+	})
 	t.Run("NoDoubleGrantUnderRandomDeadlines", func(t *testing.T) {
 		checkNoDoubleGrant(t, func(t *testing.T) driver.Driver { return g.open(t, "") })
 	})

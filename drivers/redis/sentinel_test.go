@@ -35,6 +35,15 @@ func TestSentinel(t *testing.T) {
 	t.Run("Conformance", s.testConformance)
 	t.Run("ReplicaAcks", s.testReplicaAcks)
 	t.Run("Doctor", s.testDoctor)
+	t.Run("Election", func(t *testing.T) {
+		checkElection(t, func(t *testing.T) driver.Driver {
+			d, err := openSentinel(ctxFor(t), s.url(t, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		})
+	})
 	t.Run("FailoverUnderLoad", s.testFailoverUnderLoad)
 }
 

@@ -10,7 +10,8 @@ import (
 // Transfer hands an exclusive lock from its holder to the request to in one
 // script (transferScript): one round trip where a release and an
 // acquisition take two, and no wake-up for other clients' waiters, since
-// the lock is never free.
+// the lock is never free. The new hold stores to.Value (from's value goes
+// with from's hold).
 //
 // A transfer whose reply is lost may have happened: the core then retries
 // Acquire with to's ID, which acquireScript grants again to the hold it
@@ -27,7 +28,7 @@ func (d *Driver) Transfer(ctx context.Context, from driver.Lease, to driver.Requ
 		return nil, driver.ErrLocked // not a plain exclusive request for the same lock
 	}
 	c, acked := d.ackedFor(to.TTL)
-	res, err := transferScript.Run(ctx, c, []string{l.names.lock, l.names.fence()}, l.id, to.ID, millis(to.TTL), uint64(tokenBlock)).Int64Slice()
+	res, err := transferScript.Run(ctx, c, []string{l.names.lock, l.names.fence()}, l.id, to.ID, millis(to.TTL), uint64(tokenBlock), to.Value).Int64Slice()
 	if err != nil {
 		return nil, d.callErr(ctx, err)
 	}

@@ -14,6 +14,9 @@
 -- ARGV[7]  its queue entry's lifetime, in milliseconds
 -- ARGV[8]  how many tokens a new grant reserves (its block; see
 --          driver.Capabilities.TokenBlock)
+-- ARGV[9]  the request's value (driver.Request.Value; may be empty)
+-- ARGV[10] "1" when the grant is pending until fence.lua settles it
+--          (RedLock's first phase), else empty
 --
 -- Reply: {1, token, again} when granted (again is 1 when the request joined
 -- a hold that was already there: a re-entry or a resend, 0 for a new
@@ -23,10 +26,14 @@
 -- counter cannot be advanced exactly (and then nothing was written).
 --
 -- Rules, in order:
---   - a hold with this request ID is granted again, with its token and a
---     new expiry: go-redis resends a command after a connection error, and
---     the first run may have succeeded with its reply lost; reporting
---     "locked" then would leave the lock behind, held by nobody;
+--   - a hold with this request ID is granted again, with its token, value
+--     and pending mark and a new expiry: go-redis resends a command after a
+--     connection error, and the first run may have succeeded with its reply
+--     lost; reporting "locked" then would leave the lock behind, held by
+--     nobody;
+--   - a new grant stores the request's value beside the hold, and a
+--     re-entry the value of the hold it joins (as it takes its token); both
+--     are marked pending when ARGV[10] says so;
 --   - exclusive: granted when nobody holds the lock; entered again (same
 --     token, a hold of its own) when it is held exclusively by the same
 --     non-empty owner; otherwise refused. When readers are what keeps it
@@ -66,8 +73,16 @@ if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
   local us, now = clock()
   local token, err = advance(KEYS[2], us, tonumber(ARGV[8] or '1'))
   if not token then return err end
-  redis.call('HSET', KEYS[1], 'mode', ARGV[3],
-    'h:' .. ARGV[1], holdValue(now + tonumber(ARGV[2]), token, ARGV[4]))
+  local fields = {'mode', ARGV[3], 'h:' .. ARGV[1], holdValue(now + tonumber(ARGV[2]), token, ARGV[4])}
+  if (ARGV[9] or '') ~= '' then
+    fields[#fields + 1] = 'v:' .. ARGV[1]
+    fields[#fields + 1] = ARGV[9]
+  end
+  if ARGV[10] == '1' then
+    fields[#fields + 1] = 'p:' .. ARGV[1]
+    fields[#fields + 1] = '1'
+  end
+  redis.call('HSET', KEYS[1], unpack(fields))
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, token, 0}
 end
@@ -75,6 +90,7 @@ local us, now = clock()
 local id, ttl, mode, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local waiter, life = ARGV[6] or '', tonumber(ARGV[7] or '0')
 local block = tonumber(ARGV[8] or '1')
+local value, pending = ARGV[9] or '', ARGV[10] == '1'
 local exp = now + ttl
 -- refuse says no, queueing a waiting Driver, which then comes back before
 -- its entry lapses.
@@ -98,6 +114,14 @@ if not s then
   if pttl < 0 then pttl = life end
   return refuse(pttl)
 end
+-- enter adds a re-entry of the hold hid (h) for this request.
+local function enter(hid, h)
+  put(s, id, exp, h[2], owner)
+  setvalue(s, id, s.vals[hid] or '')
+  setpending(s, id, pending)
+  save(KEYS[1], s, now)
+  return {1, h[2], 1}
+end
 local mine = s.holds[id]
 if mine then
   put(s, id, exp, mine[2], mine[3])
@@ -107,11 +131,9 @@ end
 if s.n > 0 then
   if mode == 'x' then
     if s.mode == 'x' then
-      local _, h = next(s.holds)
+      local hid, h = next(s.holds)
       if owner ~= '' and h[3] == owner then
-        put(s, id, exp, h[2], owner)
-        save(KEYS[1], s, now)
-        return {1, h[2], 1}
+        return enter(hid, h)
       end
       return refuse(last(s) - now)
     end
@@ -126,11 +148,9 @@ if s.n > 0 then
     return {0, last(s) - now, 0}
   end
   if owner ~= '' then
-    for _, h in pairs(s.holds) do
+    for hid, h in pairs(s.holds) do
       if h[3] == owner then
-        put(s, id, exp, h[2], owner)
-        save(KEYS[1], s, now)
-        return {1, h[2], 1}
+        return enter(hid, h)
       end
     end
   end
@@ -155,5 +175,7 @@ if mode == 'x' and s.wait > 0 then
   s.hdel[#s.hdel + 1] = 'wait'
 end
 put(s, id, exp, token, owner)
+setvalue(s, id, value)
+setpending(s, id, pending)
 save(KEYS[1], s, now)
 return {1, token, 0}

@@ -11,7 +11,9 @@
 --
 -- The counter becomes max(counter, end of the block); the hold ARGV[1], and
 -- every other hold of the same non-empty owner (its other entries), get the
--- token if theirs is lower.
+-- token if theirs is lower; and the hold ARGV[1] is settled (its p: mark,
+-- see prelude.lua, goes): from now on this master reports its value and
+-- token to Inspect, which are then the lease's.
 --
 -- Reply: 1, or an error when the counter holds no number (and then nothing
 -- was written).
@@ -29,7 +31,8 @@ end
 local s = load(KEYS[1], now)
 local mine = s and s.holds[ARGV[1]]
 if mine then
-  local changed = false
+  local changed = s.pend[ARGV[1]] == true
+  setpending(s, ARGV[1], false)
   for id, h in pairs(s.holds) do
     if h[2] < token and (id == ARGV[1] or (h[3] ~= '' and h[3] == mine[3])) then
       put(s, id, h[1], token, h[3])

@@ -21,6 +21,15 @@
 --          spaces: it is everything after the second space)
 --   wait   set by a writer that readers keep out: the millisecond until
 --          which new readers are refused (see acquire.lua)
+--   v:ID   the hold's value (driver.Request.Value), absent when empty: a
+--          leader election's candidate. A re-entry carries the value of the
+--          hold it joins, so all the entries of one owner say the same
+--   p:ID   "1" while the hold's grant is pending: RedLock's first phase
+--          wrote it, and its second (fence.lua), which gives the hold the
+--          token the lease will have, has not reached this master yet.
+--          Never written on a single server or a Cluster
+--
+-- A v: or p: field whose hold is gone (expired, pruned) is pruned with it.
 --
 -- Every hold expires on its own: Redis 7.0 (Debian bookworm's) has no
 -- per-field TTL, so the scripts compare each hold's EXPIRY with the server's
@@ -51,15 +60,20 @@ end
 -- something that is not a lock of this layout. raw is the key's HGETALL
 -- reply when the caller has read it already.
 local function load(key, now, raw)
-  local s = {holds = {}, n = 0, wait = 0, hset = {}, hdel = {}}
+  local s = {holds = {}, n = 0, wait = 0, vals = {}, pend = {}, hset = {}, hdel = {}}
   -- One command: a missing key reads as an empty hash, and a key of
   -- another type fails (WRONGTYPE), which pcall turns into a table.
   raw = raw or redis.pcall('HGETALL', key)
   if raw.err then return nil end
   local mode, wait
+  local extra = {} -- the v: and p: fields, kept only beside a live hold
   for i = 1, #raw, 2 do
     local f, v = raw[i], raw[i + 1]
-    if f == 'mode' then
+    local tag = string.sub(f, 1, 2)
+    if tag == 'v:' or tag == 'p:' then
+      extra[#extra + 1] = f
+      extra[#extra + 1] = v
+    elseif f == 'mode' then
       mode = v
     elseif f == 'wait' then
       wait = tonumber(v)
@@ -76,6 +90,16 @@ local function load(key, now, raw)
       end
     else
       return nil
+    end
+  end
+  for i = 1, #extra, 2 do
+    local f, id = extra[i], string.sub(extra[i], 3)
+    if not s.holds[id] then
+      s.hdel[#s.hdel + 1] = f
+    elseif string.sub(f, 1, 2) == 'v:' then
+      s.vals[id] = extra[i + 1]
+    else
+      s.pend[id] = true
     end
   end
   if s.n > 0 then
@@ -101,10 +125,38 @@ local function put(s, id, exp, tok, owner)
   s.hset[#s.hset + 1] = holdValue(exp, tok, owner)
 end
 
+-- setvalue stores v as hold id's value (v: field), or removes it when v
+-- is empty.
+local function setvalue(s, id, v)
+  if v ~= '' then
+    s.vals[id] = v
+    s.hset[#s.hset + 1] = 'v:' .. id
+    s.hset[#s.hset + 1] = v
+  elseif s.vals[id] then
+    s.vals[id] = nil
+    s.hdel[#s.hdel + 1] = 'v:' .. id
+  end
+end
+
+-- setpending marks hold id's grant pending (p: field), or settled.
+local function setpending(s, id, pending)
+  if pending then
+    s.pend[id] = true
+    s.hset[#s.hset + 1] = 'p:' .. id
+    s.hset[#s.hset + 1] = '1'
+  elseif s.pend[id] then
+    s.pend[id] = nil
+    s.hdel[#s.hdel + 1] = 'p:' .. id
+  end
+end
+
+-- drop removes hold id with its value and pending mark.
 local function drop(s, id)
   s.holds[id] = nil
   s.n = s.n - 1
   s.hdel[#s.hdel + 1] = 'h:' .. id
+  setvalue(s, id, '')
+  setpending(s, id, false)
 end
 
 local function setwait(s, wait)

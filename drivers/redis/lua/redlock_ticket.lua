@@ -3,7 +3,7 @@
 -- acquire.lua, as one script whose KEYS and ARGV are acquire.lua's and
 -- one more argument.
 --
--- ARGV[9]  the waiting Driver's ticket: its clock in µs when it first
+-- ARGV[11] the waiting Driver's ticket: its clock in µs when it first
 --          waited for the lock, the same on every master
 --
 -- A single server orders its queue by its own clock at each waiter's first
@@ -17,7 +17,7 @@
 -- waiters therefore names the same head. A waiter that is not waiting
 -- (ARGV[6] empty) changes nothing.
 
-if ARGV[6] ~= '' and ARGV[9] then
+if ARGV[6] ~= '' and ARGV[11] then
   local _, now = clock()
-  enqueue(KEYS[3], ARGV[6], tonumber(ARGV[9]), now, tonumber(ARGV[7]))
+  enqueue(KEYS[3], ARGV[6], tonumber(ARGV[11]), now, tonumber(ARGV[7]))
 end

@@ -24,9 +24,9 @@
 -- published).
 --
 -- The common case comes first: when the hash is this hold and its mode,
--- and nothing else, the release deletes it without reading the clock. The
--- hold is live: the key's expiry is its latest hold's, and Redis shows no
--- expired key.
+-- and nothing else but the hold's value and pending mark, the release
+-- deletes it without reading the clock. The hold is live: the key's expiry
+-- is its latest hold's, and Redis shows no expired key.
 
 -- wake publishes the release for head, the queue's head or ''.
 local function wake(head)
@@ -37,9 +37,19 @@ local function wake(head)
   end
 end
 
+-- alone reports whether raw holds only the fields of hold ARGV[1].
+local function alone(raw)
+  local own = {['mode'] = true, ['h:' .. ARGV[1]] = true, ['v:' .. ARGV[1]] = true, ['p:' .. ARGV[1]] = true}
+  for i = 1, #raw, 2 do
+    if not own[raw[i]] then return false end
+  end
+  return true
+end
+
 local raw = redis.pcall('HGETALL', KEYS[1])
-if #raw == 4 then
-  local f = {[raw[1]] = raw[2], [raw[3]] = raw[4]}
+if #raw >= 4 and #raw <= 8 and alone(raw) then
+  local f = {}
+  for i = 1, #raw, 2 do f[raw[i]] = raw[i + 1] end
   local mode, mine = f['mode'], f['h:' .. ARGV[1]]
   if (mode == 'x' or mode == 's') and mine and string.match(mine, '^%d+ %d+ ') then
     redis.call('DEL', KEYS[1])

@@ -8,6 +8,8 @@
 -- ARGV[2]  the new request ID
 -- ARGV[3]  its TTL, in whole milliseconds
 -- ARGV[4]  how many tokens the grant reserves (as acquire.lua's ARGV[8])
+-- ARGV[5]  the new request's value (may be empty): it replaces the old
+--          hold's, which goes with that hold
 --
 -- Reply: {1, token} when handed over; {0, 0} when ARGV[1] holds nothing
 -- (expired, released, or a stranger's key: nothing changes); {2, 0} when
@@ -40,5 +42,6 @@ local token, err = advance(KEYS[2], us, tonumber(ARGV[4] or '1'))
 if not token then return err end
 drop(s, from)
 put(s, to, now + tonumber(ARGV[3]), token, '')
+setvalue(s, to, ARGV[5] or '')
 save(KEYS[1], s, now)
 return {1, token}
