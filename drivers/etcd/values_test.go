@@ -15,7 +15,7 @@ import (
 // valueTTL is the session TTL and lock TTL of the tests of values: their
 // holders wait for other requests to queue, which a loaded machine may
 // stretch past the shortest session.
-const valueTTL = 5 * time.Second
+const valueTTL = 10 * time.Second
 
 // valueDriver returns a Driver with a session of valueTTL over a client of
 // its own.
