@@ -81,9 +81,11 @@ func inspectRow(ctx context.Context, s *session, sql string) ([]string, error) {
 // inspectSQL is Inspect's statement for the keys k: five counts of
 // pg_locks, then the token and value of the hold with a value ("" and ""
 // when there is none, or when withValues is false, for a database without
-// the table of values). pg_locks is read once (a materialized CTE), so that
-// the counts and the check of the value's hold see one snapshot of the lock
-// table.
+// the table of values). pg_locks is read once, in the CTE l, so that the
+// counts and the check of the value's hold see one snapshot of the lock
+// table: a CTE read more than once is materialized (without the keyword
+// MATERIALIZED, which needs PostgreSQL 12), and read only once (without
+// values) it is one snapshot anyway.
 func (d *Driver) inspectSQL(k lockKeys, withValues bool) string {
 	half := func(id int64) string {
 		return "(" + strconv.FormatUint(uint64(id)>>32, 10) + ", " + strconv.FormatUint(uint64(id)&0xffffffff, 10) + ")"
@@ -105,7 +107,7 @@ LEFT JOIN (SELECT x.token, x.value FROM %[1]s x
       AND l.hi = ((x.token >> 32) # %[4]d) & 4294967295 AND l.lo = x.token & 4294967295)) v ON true`,
 			d.valueTable, k.main, is(k.main), tagClass)
 	}
-	return fmt.Sprintf(`WITH l AS MATERIALIZED (
+	return fmt.Sprintf(`WITH l AS (
   SELECT classid::int8 AS hi, objid::int8 AS lo, objsubid AS sub, mode, granted, pid
   FROM pg_catalog.pg_locks WHERE locktype = 'advisory'),
 c AS (SELECT

@@ -100,9 +100,16 @@ const tagClass = 0x646c6b74
 // tenth, stored: whether the row was written (false when the lock was not
 // held, or the tag was taken by someone else, which only an application
 // using the tag's key space can do).
+//
+// Each CTE is computed once, before what reads it: a and t call volatile
+// functions, which PostgreSQL never inlines into the query that reads them
+// (it materializes them, as every CTE before PostgreSQL 12; the keyword
+// MATERIALIZED, which says so, would need 12, and the sequence's AS bigint
+// only needs 10), and the INSERT in v runs exactly once, whether or not the
+// outer query reads it.
 func valueSQL(acquire, valueParam, table string) string {
-	return `WITH a AS MATERIALIZED (` + acquire + `),
-t AS MATERIALIZED (SELECT a.*, CASE WHEN a.held THEN pg_try_advisory_lock_shared(
+	return `WITH a AS (` + acquire + `),
+t AS (SELECT a.*, CASE WHEN a.held THEN pg_try_advisory_lock_shared(
     ((a.token >> 32) # ` + strconv.Itoa(tagClass) + `)::bit(32)::int4, a.token::bit(32)::int4) ELSE false END AS tagged
   FROM a),
 v AS (INSERT INTO ` + table + ` (gkey, token, value, pid)
