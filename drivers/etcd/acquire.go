@@ -91,7 +91,10 @@ func (d *Driver) acquirePlain(ctx context.Context, req driver.Request, wait bool
 	n := namesOf(d.prefix, req.Key)
 	me := n.contender(req.Mode, sess.id, req.ID)
 	blockers := n.blockers(req.Mode)
-	put := clientv3.OpPut(me, "", clientv3.WithLease(sess.id))
+	// The entry carries the request's value, written by the same put that
+	// queues it: the grant (the entry's create revision, its token) and the
+	// value are one revision, which Inspect reads together.
+	put := clientv3.OpPut(me, req.Value, clientv3.WithLease(sess.id))
 
 	if !wait {
 		free := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(blockers), "=", 0).WithPrefix()}

@@ -75,7 +75,10 @@
 //
 // Capabilities: Shared, Reentrant, Blocking (server-side waiting in FIFO
 // order), MaxTTL (the session TTL, below), BatchExtender (one read-only
-// transaction checks up to 120 locks) and Inspector. Leases report losses
+// transaction checks up to 120 locks), Inspector and Values (a request's
+// value is the value of its queue entry, written by the put that creates
+// the entry and so grants the entry's fencing token; Inspect reads the
+// holder's entry, value and token, at one revision). Leases report losses
 // (Lease.OnLoss) and uncertainty (Lease.Uncertain).
 //
 // A mutex's TTL may not exceed the Driver's session TTL (ErrInvalidTTL when

@@ -177,7 +177,7 @@ func (d *Driver) createHold(ctx context.Context, req driver.Request, n lockNames
 	blockers := n.blockers(req.Mode)
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(name), "=", 0)}
 	then := []clientv3.Op{
-		clientv3.OpPut(name, "", clientv3.WithLease(hk.id)),
+		clientv3.OpPut(name, req.Value, clientv3.WithLease(hk.id)), // the first request's value is the hold's
 		clientv3.OpPut(member, "", clientv3.WithLease(sess.id)),
 	}
 	if wait {

@@ -148,6 +148,17 @@ func (d *Driver) run(ctx context.Context, s *session, req driver.Request, k lock
 		}
 		params = [][]byte{int8Bytes(k.main), int8Bytes(k.ownerGroups), int8Bytes(k.sharedOwner), []byte(s.marker), []byte(idle)}
 		oids = []uint32{oidInt8, oidInt8, oidInt8, oidText, oidText}
+		if req.Value != "" {
+			// The value is stored with the grant (see valueSQL). Values
+			// come only with plain exclusive requests (elections'), so
+			// shared and owner requests leave theirs aside.
+			st = d.stmts.tryValue
+			if wait {
+				st = d.stmts.lockValue
+			}
+			params = append(params, []byte(req.Value))
+			oids = append(oids, oidText)
+		}
 	}
 	p := finishShort
 	if wait {
@@ -160,9 +171,27 @@ func (d *Driver) run(ctx context.Context, s *session, req driver.Request, k lock
 		return err
 	})
 	if err != nil {
+		if req.Value != "" && isCode(err, "42P01") {
+			// undefined_table: a database migrated by an earlier version,
+			// whose table of values this driver's role could not create.
+			err = fmt.Errorf("%w (table %s, for values): %w", ErrMigration, valueName, err)
+		}
 		return result{}, cancelled, err
 	}
-	res, err := decodeAcquire(row)
+	if req.Value == "" || req.Mode == driver.Shared {
+		res, err := decodeAcquire(row)
+		return res, cancelled, err
+	}
+	res, err := decodeAcquire(row[:min(len(row), 9)])
+	switch {
+	case err != nil:
+	case len(row) != 10:
+		err = fmt.Errorf("postgres: acquire statement returned %d columns, want 10", len(row))
+	case res.held && !decodeBool(row[9]):
+		// The lock is held but its value could not be stored: the caller
+		// undoes the grant rather than hold a lock that reports no value.
+		err = fmt.Errorf("postgres: the value of the lock could not be stored: the advisory key that tags token %d is held by another application", res.token)
+	}
 	return res, cancelled, err
 }
 

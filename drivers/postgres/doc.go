@@ -73,7 +73,8 @@
 // # Capabilities
 //
 // Capabilities: Shared, Reentrant, Blocking, CheckKey (explicit advisory
-// keys, see "Keys"), Inspector (from pg_locks). In detail: exclusive locks
+// keys, see "Keys"), Inspector (from pg_locks) and Values (the value of a
+// plain exclusive hold, with its token, below). In detail: exclusive locks
 // (pg_advisory_lock), read-write locks (Shared: pg_advisory_lock_shared, so
 // readers share a lock and a writer excludes them), reentrant locks
 // (Reentrant, below), fencing tokens, server-side waiting (Blocking) and
@@ -125,6 +126,26 @@
 // a blocking Lock with an owner, like a plain Lock that finds an owner group
 // in the way, polls with jittered backoff from 2 ms to 250 ms. Owner
 // requests cost a short PL/pgSQL block each.
+//
+// Values (a leader election's candidate, driver.Request.Value): an advisory
+// lock carries no data, so a plain exclusive acquisition with a value runs
+// a statement of its own, which, when it is granted the lock, also takes
+// (shared, on the same session) a tag key of the two-int4 form made from
+// its fencing token, and writes the row (key, token, value, backend pid)
+// of the table dlock_values, all in the one statement, so that the row is
+// visible only once the grant and its token are settled. Inspect reports
+// the row's value and token only when, in one snapshot of pg_locks, the
+// row's backend holds both the lock and the tag of the row's token: a row
+// outlives its hold (nothing deletes it; the next hold with a value
+// replaces it), but the tag ends with the hold however it ends (release,
+// a cancelled wait given back, the session's end), and no other grant ever
+// takes that tag, so the row of an ended hold is never reported, not even
+// while the same session holds the lock again. Between a grant and its
+// commit, and for holds without a value, Inspect reports the lock held
+// with no value and no token. The core sends values only with plain
+// exclusive requests (elections are neither shared nor reentrant); shared
+// and owner requests leave theirs aside. Such an acquisition is a write
+// (of an unlogged table), where a plain one only advances the sequence.
 //
 // # Guarantees
 //
@@ -184,9 +205,13 @@
 //
 // Advisory keys belong to the database, not to dlock: dlock's keys share one
 // space of 2⁶⁴ bigint keys with every other application that takes bigint
-// advisory locks in the same database, and exclude them. (Advisory locks
+// advisory locks in the same database, and exclude them. Advisory locks
 // taken with two int4 keys, pg_advisory_lock(int, int), are a separate
-// space.) Besides K's own advisory key, the driver uses keys derived from K
+// space, which dlock uses only for the tags of holds with a value (see
+// "Capabilities"): the first int4 is 0x646c6b74 ("dlkt") XOR the high 32
+// bits of the token, the second its low 32 bits; an application that takes
+// one of those exclusively makes the acquisition with that token fail (and
+// give the lock back). Besides K's own advisory key, the driver uses keys derived from K
 // (SHA-256 over a role name, K and, for owner groups, the owner): owner
 // groups hold some while they hold the lock, and acquisition statements take
 // two of them for the length of the statement, to find owner groups. They
@@ -195,7 +220,7 @@
 //
 // # Migration
 //
-// The driver uses two objects, created on first use (CREATE ... IF NOT
+// The driver uses three objects, created on first use (CREATE ... IF NOT
 // EXISTS, in one transaction under an advisory lock) in the schema
 // [WithSchema] names, "public" by default:
 //
@@ -204,14 +229,27 @@
 //		gkey  bigint PRIMARY KEY,
 //		token bigint NOT NULL
 //	);
+//	CREATE UNLOGGED TABLE IF NOT EXISTS public.dlock_values (
+//		gkey  bigint PRIMARY KEY,
+//		token bigint NOT NULL,
+//		value text NOT NULL,
+//		pid   integer NOT NULL
+//	);
 //
-// The sequence issues fencing tokens; the table holds the token of each
-// owner group while the group lives (unlogged: it is lost in a crash, as are
-// the sessions whose groups it describes). A role that may not create them
-// (PostgreSQL 15 revokes CREATE on schema public from ordinary roles) gets
-// an error wrapping [ErrMigration]: run [Migration] once as a role that may,
-// and grant the driver's role USAGE and UPDATE on the sequence, and SELECT,
-// INSERT, UPDATE and DELETE on the table.
+// The sequence issues fencing tokens; dlock_owner_groups holds the token of
+// each owner group while the group lives, and dlock_values the value of
+// the latest hold with a value of each key (see "Capabilities"); both are
+// unlogged: lost in a crash, as are the sessions they describe. A role that
+// may not create them (PostgreSQL 15 revokes CREATE on schema public from
+// ordinary roles) gets an error wrapping [ErrMigration]: run [Migration]
+// once as a role that may, and grant the driver's role USAGE and UPDATE on
+// the sequence, and SELECT, INSERT, UPDATE and DELETE on the tables.
+//
+// Databases migrated by earlier versions lack dlock_values. The driver
+// creates it when its role may; when not, the driver works as before, and
+// only acquisitions with a value (elections) fail, with an error wrapping
+// [ErrMigration], until [Migration] (which creates only what is missing)
+// has been run and the grants given; Inspect reports no values meanwhile.
 //
 // # URLs
 //

@@ -26,9 +26,10 @@ type Driver struct {
 	sessions *sessions
 	stmts    statements
 
-	// groupTable and fenceLiteral name the driver's objects in SQL: the
-	// quoted table, and the quoted sequence as a string literal.
+	// groupTable, valueTable and fenceLiteral name the driver's objects in
+	// SQL: the quoted tables, and the quoted sequence as a string literal.
 	groupTable   string
+	valueTable   string
 	fenceLiteral string
 
 	setupMu       sync.Mutex
@@ -113,6 +114,7 @@ func newDriver(connect connector, opts []Option) (*Driver, error) {
 		o:            o,
 		stmts:        newStatements(o),
 		groupTable:   o.qualified(groupName),
+		valueTable:   o.qualified(valueName),
 		fenceLiteral: "'" + strings.ReplaceAll(o.qualified(fenceName), "'", "''") + "'",
 		leases:       map[*lease]struct{}{},
 	}
@@ -169,7 +171,8 @@ func (d *Driver) checkPooler(ctx context.Context, s *session) error {
 }
 
 // Capabilities reports read-write and reentrant locks, waiting in
-// PostgreSQL's lock queue (Blocking), and inspection. It accepts every TTL
+// PostgreSQL's lock queue (Blocking), and inspection with the value and
+// token of a hold taken with a value (Values: see Inspect). It accepts every TTL
 // the core accepts (10 ms to 30 days), and every key, as keys are hashed,
 // except malformed explicit advisory keys (CheckKey; see [AdvisoryKey]).
 func (d *Driver) Capabilities() driver.Capabilities {
@@ -179,6 +182,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		Blocking:  true,
 		CheckKey:  validateKey,
 		Inspector: d,
+		Values:    true,
 	}
 }
 

@@ -16,11 +16,14 @@ import (
 // not exclude. Connect directly, or through a session-mode pooler.
 var ErrSessionChanged = errors.New("postgres: the server session changed under the driver; session-level advisory locks need a direct connection or a session-mode pooler (is this a transaction-mode pooler such as PgBouncer?)")
 
-// ErrMigration is wrapped by the errors the driver returns when its two
+// ErrMigration is wrapped by the errors the driver returns when its
 // database objects (see "Migration" in the package documentation) are
 // missing and it could not create them, usually for lack of the CREATE
-// privilege on the schema. Run [Migration] once as a role that has it.
-var ErrMigration = errors.New("postgres: the dlock objects (sequence dlock_fence, table dlock_owner_groups) are missing and could not be created; run postgres.Migration as a role allowed to create them")
+// privilege on the schema: by Open or the first acquisition on a new
+// database, and by acquisitions with a value (elections) on a database
+// migrated by an earlier version, which lacks the table dlock_values. Run
+// [Migration] once as a role that has it.
+var ErrMigration = errors.New("postgres: the dlock objects (sequence dlock_fence, tables dlock_owner_groups and dlock_values) are missing and could not be created; run postgres.Migration as a role allowed to create them")
 
 // ErrConnLimit is wrapped by the error a try (an Acquire without
 // Request.Block, as TryLock makes) returns when every connection the Driver

@@ -74,11 +74,11 @@ func WithMaxIdleTime(d time.Duration) Option {
 }
 
 // WithSchema sets the schema that holds the driver's sequence dlock_fence and
-// table dlock_owner_groups (see "Migration" in the package documentation).
-// Drivers contend for the same locks whatever their schema (advisory locks
-// belong to the database), but their fencing tokens and owner groups come
-// from their own schema's objects: let every client of one database use the
-// same schema. Default: [DefaultSchema] ("public").
+// tables dlock_owner_groups and dlock_values (see "Migration" in the package
+// documentation). Drivers contend for the same locks whatever their schema
+// (advisory locks belong to the database), but their fencing tokens, owner
+// groups and values come from their own schema's objects: let every client
+// of one database use the same schema. Default: [DefaultSchema] ("public").
 func WithSchema(schema string) Option {
 	return func(o *options) error {
 		if schema == "" {

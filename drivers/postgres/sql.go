@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -67,17 +68,74 @@ FROM (SELECT p.ok, p.got, p.got AND p.free AS held,
   OFFSET 0) r`
 }
 
+// Values (driver.Capabilities.Values). An advisory lock carries no data,
+// and pg_locks shows only which backend holds it, not which of its grants.
+// So a plain exclusive acquisition with a value (the only kind the core
+// sends one with: an election's) runs a statement of its own, which, in the
+// same statement as the grant and only when the lock is held:
+//
+//   - takes, shared, the tag of the grant's token: the advisory key of the
+//     two-int4 form (tagClass XOR the token's high 32 bits, the token's low
+//     32 bits), which no other grant ever takes, as tokens are unique;
+//   - writes the row (key, token, value, backend pid) of the table
+//     dlock_values, replacing the key's earlier one.
+//
+// Inspect reports a row only when, in the same snapshot of pg_locks, its
+// backend holds both the lock's key (exclusive) and the row's tag. A row is
+// visible only once the grant's statement has committed, so its token is
+// settled; and the tag ends with the hold (a release's
+// pg_advisory_unlock_all, or the session's end), so the row of a hold that
+// has ended, or of an earlier hold of the same backend, is never reported,
+// whatever path ended it. Between the grant and the commit of its row the
+// lock shows as held with no value and no token.
+
+// tagClass is the high half, before the token's high 32 bits are mixed in,
+// of the two-int4 advisory keys that tag grants: "dlkt" in ASCII, so that
+// the tags are apart from applications' small numbers in that key space.
+const tagClass = 0x646c6b74
+
+// valueSQL wraps the acquire statement acquire (see acquireSQL) whose lock
+// key is $1: when the lock is held it takes the token's tag and stores the
+// row of value (parameter valueParam). It returns acquire's columns and a
+// tenth, stored: whether the row was written (false when the lock was not
+// held, or the tag was taken by someone else, which only an application
+// using the tag's key space can do).
+//
+// Each CTE is computed once, before what reads it: a and t call volatile
+// functions, which PostgreSQL never inlines into the query that reads them
+// (it materializes them, as every CTE before PostgreSQL 12; the keyword
+// MATERIALIZED, which says so, would need 12, and the sequence's AS bigint
+// only needs 10), and the INSERT in v runs exactly once, whether or not the
+// outer query reads it.
+func valueSQL(acquire, valueParam, table string) string {
+	return `WITH a AS (` + acquire + `),
+t AS (SELECT a.*, CASE WHEN a.held THEN pg_try_advisory_lock_shared(
+    ((a.token >> 32) # ` + strconv.Itoa(tagClass) + `)::bit(32)::int4, a.token::bit(32)::int4) ELSE false END AS tagged
+  FROM a),
+v AS (INSERT INTO ` + table + ` (gkey, token, value, pid)
+  SELECT $1::int8, t.token, ` + valueParam + `::text, t.pid FROM t WHERE t.tagged
+  ON CONFLICT (gkey) DO UPDATE SET token = EXCLUDED.token, value = EXCLUDED.value, pid = EXCLUDED.pid
+  RETURNING 1)
+SELECT t.ok, t.got, t.held, t.undone, t.token, t.idle, t.arrived, t.granted, t.pid,
+  (SELECT count(*) FROM v) = 1 AS stored
+FROM t`
+}
+
 // statements are the prepared statements of one Driver: their texts name
 // the Driver's schema.
 type statements struct {
 	tryExclusive, lockExclusive statement
 	tryShared, lockShared       statement
-	release                     statement
-	heartbeat                   statement
+	// tryValue and lockValue are tryExclusive and lockExclusive for a
+	// request with a value (valueSQL), which is their sixth parameter.
+	tryValue, lockValue statement
+	release             statement
+	heartbeat           statement
 }
 
 func newStatements(o options) statements {
 	fence := strings.ReplaceAll(o.qualified(fenceName), "'", "''")
+	values := o.qualified(valueName)
 	// A plain exclusive lock must find no owner group of either kind; a
 	// plain shared lock, no exclusive owner group. The probes take the
 	// derived keys exclusively for the rest of the statement only: they
@@ -86,9 +144,13 @@ func newStatements(o options) statements {
 	sharedProbes := []string{"pg_try_advisory_xact_lock($2)"}
 	// pg_advisory_lock returns void; its text form is the empty string, so
 	// "::text = ''" turns the wait into a boolean that is true once granted.
+	tryExcl := acquireSQL("pg_try_advisory_lock($1)", "pg_advisory_unlock", exclProbes, 2, fence)
+	lockExcl := acquireSQL("pg_advisory_lock($1)::text = ''", "pg_advisory_unlock", exclProbes, 2, fence)
 	return statements{
-		tryExclusive:  statement{"dlock_try_exclusive", acquireSQL("pg_try_advisory_lock($1)", "pg_advisory_unlock", exclProbes, 2, fence)},
-		lockExclusive: statement{"dlock_lock_exclusive", acquireSQL("pg_advisory_lock($1)::text = ''", "pg_advisory_unlock", exclProbes, 2, fence)},
+		tryExclusive:  statement{"dlock_try_exclusive", tryExcl},
+		lockExclusive: statement{"dlock_lock_exclusive", lockExcl},
+		tryValue:      statement{"dlock_try_value", valueSQL(tryExcl, "$6", values)},
+		lockValue:     statement{"dlock_lock_value", valueSQL(lockExcl, "$6", values)},
 		tryShared:     statement{"dlock_try_shared", acquireSQL("pg_try_advisory_lock_shared($1)", "pg_advisory_unlock_shared", sharedProbes, 1, fence)},
 		lockShared:    statement{"dlock_lock_shared", acquireSQL("pg_advisory_lock_shared($1)::text = ''", "pg_advisory_unlock_shared", sharedProbes, 1, fence)},
 		// Release ends every session-level advisory lock of the session:
@@ -116,4 +178,5 @@ FROM (SELECT current_setting('dlock.session', true) IS NOT DISTINCT FROM $1::tex
 const (
 	fenceName = "dlock_fence"
 	groupName = "dlock_owner_groups"
+	valueName = "dlock_values"
 )
