@@ -43,16 +43,6 @@ func freeInfo(token uint64) driver.Info {
 	return driver.Info{Token: token, Waiters: -1}
 }
 
-func TestCapabilitiesInspectorWithoutValues(t *testing.T) {
-	caps := newDriver(nil, defaultOptions(), newSession()).Capabilities()
-	if caps.Inspector == nil || caps.Values {
-		t.Errorf("Inspector %v, Values %t: want an Inspector and no Values (see Inspection in the package doc)", caps.Inspector, caps.Values)
-	}
-	if err := caps.Check(); err != nil {
-		t.Error(err)
-	}
-}
-
 // A hold's value is taken and never reported (the driver declares no
 // Values); the hold's token is, from its grant to its release, its lapse on
 // the member, and the lease's expiry there.
