@@ -27,6 +27,10 @@ type api interface {
 	// satisfying errors.Is(err, errNotOwner) when that owner does not hold
 	// the lock (it is free, or another owner's).
 	unlock(ctx context.Context, key string) error
+	// isLocked reports whether any owner holds the lock on key
+	// (IMap.isLocked). It says nothing of which owner: no call of the client
+	// protocol reads a map lock's owner or the time left on its lease.
+	isLocked(ctx context.Context, key string) (bool, error)
 	// fence reads the fencing counter of key; ok is false when it is absent.
 	fence(ctx context.Context, key string) (v int64, ok bool, err error)
 	// initFence stores v as key's counter if it has none, and reports
@@ -56,6 +60,10 @@ func (h hzAPI) tryLock(ctx context.Context, key string, lease, wait time.Duratio
 
 func (h hzAPI) unlock(ctx context.Context, key string) error {
 	return h.locks.Unlock(ctx, key)
+}
+
+func (h hzAPI) isLocked(ctx context.Context, key string) (bool, error) {
+	return h.locks.IsLocked(ctx, key)
 }
 
 func (h hzAPI) fence(ctx context.Context, key string) (int64, bool, error) {

@@ -27,13 +27,17 @@
 //
 // # Capabilities
 //
-// Capabilities ([Driver.Capabilities]): Blocking, BatchExtender, MinTTL 2 s.
-// That is: exclusive locks with fencing tokens (see Guarantees), waiting on
-// the member (Blocking), batched renewal (BatchExtender: Extends run many at
-// a time), and TTLs of at least [MinTTL], 2 s (MinTTL, with the reason in
-// TTLReason). Leases report their loss on disconnection (Lease.OnLoss).
-// Being Blocking, the driver has no handoff inside a Client (no Transferer,
-// no TokenBlock).
+// Capabilities ([Driver.Capabilities]): Blocking, BatchExtender, Inspector,
+// MinTTL 2 s. That is: exclusive locks with fencing tokens (see Guarantees),
+// waiting on the member (Blocking), batched renewal (BatchExtender: Extends
+// run many at a time), inspection of whether a lock is held and of its
+// latest fencing token (Inspector; see Inspection), and TTLs of at least
+// [MinTTL], 2 s (MinTTL, with the reason in TTLReason). Leases report their
+// loss on disconnection (Lease.OnLoss). Being Blocking, the driver has no
+// handoff inside a Client (no Transferer, no TokenBlock). It stores no
+// value with a hold (no Values), so dlock's elections campaign and resign
+// over it, but their Leader and Observe return an error wrapping
+// errors.ErrUnsupported: see Inspection for why.
 //
 // Lock waits in the member's own queue of lock requests: it asks for the
 // lock with tryLock(key, wait, lease), where wait is a slice of at most
@@ -153,6 +157,37 @@
 // member's wall clock. Use fencing tokens at the protected resource, or a
 // consensus backend (ZooKeeper, etcd), when two holders at once must never
 // happen.
+//
+// # Inspection
+//
+// [Driver.Inspect] (dlock inspect) reports whether a lock is held, by
+// anyone (IMap.isLocked), and the latest fencing token issued at that
+// moment: it reads the fencing counter before and after, and reports it
+// when both reads agree. That token is the holder's once its grant is
+// settled, and the previous holder's for the round trip between a grant
+// and the counter's advance. It reports no owner, no time left and no
+// waiters: the member keeps a lock's owner (the holding client's UUID and
+// lock ID) and its lease to itself, and no call of the client protocol
+// reads them. An inspection is three reads, one after the other.
+//
+// Values. The driver does not store Request.Value, and declares no Values,
+// because no read can tie a stored value to the hold that is current when
+// it is read, as Capabilities.Values requires. A value (with its token)
+// would be an entry the holder writes after its grant and deletes before
+// its release, beside a lock whose holder no read names. When a lease runs
+// out on the member, no entry changes: the next holder, once granted,
+// writes its own a round trip later, and a read in between finds the
+// lapsed holder's value and token on a held lock, as though it still led.
+// An entry TTL that ended the value before the lease cannot be set
+// exactly either: it counts from the write's arrival, which a delay or a
+// retry of the client can put after the lease's end; and no map write of
+// the open-source member is refused to an owner that no longer holds the
+// lock (a put on a free key goes through), so a late write of a lapsed
+// holder would stand. An exact Values needs code on the member that reads
+// the lock and the entry together (an entry processor, which the Go client
+// cannot deploy), or a lock that carries data (the CP Subsystem's
+// FencedLock, which is in neither the Go client nor the open-source 5.5
+// member).
 //
 // # Limitations
 //

@@ -96,8 +96,14 @@ func newDriver(a api, o options, s *session) *Driver {
 }
 
 // Capabilities reports waiting in the member's queue (Blocking: see
-// [Driver.Acquire]), batched renewal (ExtendBatch), and TTLs of [MinTTL]
-// (2 s) or more.
+// [Driver.Acquire]), batched renewal (ExtendBatch), inspection
+// ([Driver.Inspect]: whether a lock is held, and the latest fencing token),
+// and TTLs of [MinTTL] (2 s) or more.
+//
+// There are no Values: a value the holder wrote beside its token could not
+// be tied to the hold current when it is read (see "Inspection" in the
+// package documentation), so Election.Leader and Election.Observe are
+// unsupported over this driver; Campaign and Resign work.
 //
 // There are no read-write and no reentrant locks. Map locks have no shared
 // mode. They are reentrant, but per lock owner, and a lock owner is a lock
@@ -117,6 +123,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		MinTTL:        MinTTL,
 		TTLReason:     ttlReason,
 		BatchExtender: d,
+		Inspector:     d,
 	}
 }
 

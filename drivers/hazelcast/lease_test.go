@@ -321,11 +321,12 @@ func TestUnsupportedRequests(t *testing.T) {
 	if caps.Shared || caps.Reentrant {
 		t.Errorf("Capabilities() = %+v, want neither Shared nor Reentrant", caps)
 	}
-	if !caps.Blocking || caps.BatchExtender == nil || caps.MinTTL != MinTTL || caps.MaxTTL != 0 || !strings.Contains(caps.TTLReason, "whole seconds") {
-		t.Errorf("Capabilities() = %+v, want Blocking, BatchExtender and MinTTL %v with its reason", caps, MinTTL)
+	if !caps.Blocking || caps.BatchExtender == nil || caps.Inspector == nil || caps.MinTTL != MinTTL || caps.MaxTTL != 0 || !strings.Contains(caps.TTLReason, "whole seconds") {
+		t.Errorf("Capabilities() = %+v, want Blocking, BatchExtender, Inspector and MinTTL %v with its reason", caps, MinTTL)
 	}
-	if caps.Notifier != nil || caps.Transferer != nil || caps.Inspector != nil || caps.TokenBlock > 1 || caps.CheckKey != nil {
-		t.Errorf("Capabilities() = %+v, want no Notifier, Transferer, Inspector, TokenBlock or CheckKey", caps)
+	// No Values: see Inspection in the package documentation.
+	if caps.Notifier != nil || caps.Transferer != nil || caps.TokenBlock > 1 || caps.CheckKey != nil || caps.Values {
+		t.Errorf("Capabilities() = %+v, want no Notifier, Transferer, TokenBlock, CheckKey or Values", caps)
 	}
 	if err := caps.Check(); err != nil {
 		t.Error(err)
