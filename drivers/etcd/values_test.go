@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -107,40 +106,12 @@ func TestValueNeverWithAnotherGrantsToken(t *testing.T) {
 	ds := []*Driver{valueDriver(t), valueDriver(t)}
 	inspector := valueDriver(t)
 
-	var mu sync.Mutex
-	tokens := map[string]uint64{} // value → the token its grant got
-	type seen struct {
-		value string
-		token uint64
-	}
-	var seens []seen
-	stop := make(chan struct{})
-	inspected := make(chan error, 1)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				inspected <- nil
-				return
-			default:
-			}
-			info, err := inspector.Inspect(ctxFor(t), key)
-			if err != nil {
-				inspected <- err
-				return
-			}
-			if info.Held {
-				mu.Lock()
-				seens = append(seens, seen{info.Value, info.Token})
-				mu.Unlock()
-			}
-		}
-	}()
+	watch := testkit.WatchValues(func(ctx context.Context) (driver.Info, error) { return inspector.Inspect(ctxFor(t), key) })
 
 	// Each grant's holder waits in the queue behind the previous one, on
 	// alternating drivers, so that grants follow each other closely.
 	prev := mustTry(t, ds[0], valueReq(key, "v0"))
-	tokens["v0"] = prev.Token()
+	watch.Granted("v0", prev.Token())
 	for i := 1; i < grants; i++ {
 		v := fmt.Sprintf("v%d", i)
 		next := testkit.Go(func() (driver.Lease, error) {
@@ -151,25 +122,10 @@ func TestValueNeverWithAnotherGrantsToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		prev = next.Within(t, slack+valueTTL, "a waiter's Acquire")
-		mu.Lock()
-		tokens[v] = prev.Token()
-		mu.Unlock()
+		watch.Granted(v, prev.Token())
 	}
 	_ = prev.Release(ctxFor(t))
-	close(stop)
-	if err := <-inspected; err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(seens) == 0 {
-		t.Fatal("the inspector never saw the lock held")
-	}
-	for _, s := range seens {
-		if want, ok := tokens[s.value]; !ok || want != s.token {
-			t.Fatalf("Inspect reported value %q with token %d; that value's grant got token %d (known: %v)", s.value, s.token, want, ok)
-		}
-	}
+	watch.Check(t)
 }
 
 // dlock's leader election over this driver: Leader on another client is

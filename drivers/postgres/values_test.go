@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -129,40 +128,10 @@ func TestValueNeverWithAnotherGrantsToken(t *testing.T) {
 	ds := []*Driver{newTestDriver(t), newTestDriver(t)}
 	inspector := newTestDriver(t)
 
-	var mu sync.Mutex
-	tokens := map[string]uint64{} // value → the token its grant got
-	type seen struct {
-		value string
-		token uint64
-	}
-	var seens []seen
-	stop := make(chan struct{})
-	inspected := make(chan error, 1)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				inspected <- nil
-				return
-			default:
-			}
-			info, err := inspector.Inspect(ctxFor(t), key)
-			if err != nil {
-				inspected <- err
-				return
-			}
-			if info.Held && (info.Value != "" || info.Token != 0) {
-				mu.Lock()
-				seens = append(seens, seen{info.Value, info.Token})
-				mu.Unlock()
-			}
-		}
-	}()
+	watch := testkit.WatchValues(func(ctx context.Context) (driver.Info, error) { return inspector.Inspect(ctxFor(t), key) })
 
 	prev := mustTry(t, ds[0], valueReq(key, "v0"))
-	mu.Lock()
-	tokens["v0"] = prev.Token()
-	mu.Unlock()
+	watch.Granted("v0", prev.Token())
 	for i := 1; i < grants; i++ {
 		v := fmt.Sprintf("v%d", i)
 		next := testkit.Go(func() (driver.Lease, error) {
@@ -171,25 +140,10 @@ func TestValueNeverWithAnotherGrantsToken(t *testing.T) {
 		waitForWaiters(t, ds[(i+1)%2], key, 1)
 		mustRelease(t, prev)
 		prev = next.Within(t, 20*time.Second, "a waiter's Acquire")
-		mu.Lock()
-		tokens[v] = prev.Token()
-		mu.Unlock()
+		watch.Granted(v, prev.Token())
 	}
 	mustRelease(t, prev)
-	close(stop)
-	if err := <-inspected; err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(seens) == 0 {
-		t.Fatal("the inspector never saw a hold with a value")
-	}
-	for _, s := range seens {
-		if want, ok := tokens[s.value]; !ok || want != s.token {
-			t.Fatalf("Inspect reported value %q with token %d; that value's grant got token %d (known: %v)", s.value, s.token, want, ok)
-		}
-	}
+	watch.Check(t)
 }
 
 // A database migrated by an earlier version has no table of values. A
