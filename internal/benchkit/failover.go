@@ -42,11 +42,12 @@ const failoverRounds = 5
 // moment to the follower's Campaign returning.
 //
 // A vanished leader's lock lasts until it expires on backends that keep it
-// by TTL (Redis, memcached, etcd); on backends where a lock lives as long as
-// the connection or session (PostgreSQL, ZooKeeper, Hazelcast), closing the
-// connection frees it at once, as a killed process's closed socket does
-// (for ZooKeeper, closing a session ends it at once, where a killed
-// process's session would last until its timeout).
+// by TTL (Redis, memcached), and on etcd until the client's session lease
+// expires (its session TTL, whatever the lock's); on backends where a lock
+// lives as long as the connection or session (PostgreSQL, ZooKeeper),
+// closing the connection frees it at once, as a killed process's closed
+// socket does (for ZooKeeper, closing a session ends it at once, where a
+// killed process's session would last until its timeout).
 func MeasureFailover(ctx context.Context, t Target, rounds int, ttl time.Duration) (Failover, error) {
 	ttl = max(ttl, t.MinTTL)
 	r := Failover{TTL: ttl}
