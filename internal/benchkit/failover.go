@@ -44,7 +44,8 @@ const failoverRounds = 5
 // A vanished leader's lock lasts until it expires on backends that keep it
 // by TTL (Redis, memcached), and on etcd until the client's session lease
 // expires (its session TTL, whatever the lock's); on backends where a lock
-// lives as long as the connection or session (PostgreSQL, ZooKeeper),
+// lives as long as the connection or session (PostgreSQL, ZooKeeper,
+// Hazelcast),
 // closing the connection frees it at once, as a killed process's closed
 // socket does (for ZooKeeper, closing a session ends it at once, where a
 // killed process's session would last until its timeout).
