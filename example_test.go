@@ -186,3 +186,74 @@ func ExampleClient_Semaphore() {
 	// third: true
 	// same permit again, later token: true
 }
+
+func ExampleClient_Election() {
+	ctx := context.Background()
+	// Two candidates, as two processes would be: each with its own Client.
+	clientA, err := dlock.Open(ctx, "mem://example-election")
+	if err != nil {
+		panic(err)
+	}
+	defer clientA.Close(ctx)
+	clientB, err := dlock.Open(ctx, "mem://example-election")
+	if err != nil {
+		panic(err)
+	}
+	defer clientB.Close(ctx)
+
+	a, err := clientA.Election("scheduler", dlock.WithTTL(10*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	b, err := clientB.Election("scheduler", dlock.WithTTL(10*time.Second))
+	if err != nil {
+		panic(err)
+	}
+
+	termA, err := a.Campaign(ctx, "node-a:8080") // leads at once: nobody does
+	if err != nil {
+		panic(err)
+	}
+	// Anyone can ask who leads: the value and the term (the leader's token).
+	now, err := b.Leader(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("leader:", now.Value, now.Term == termA.Token())
+
+	// Observe reports each new leader; it starts with the current one.
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	changes, err := b.Observe(watchCtx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("observed:", (<-changes).Value)
+
+	// B campaigns too, and waits while A leads.
+	won := make(chan dlock.Lease)
+	go func() {
+		l, err := b.Campaign(ctx, "node-b:8080")
+		if err != nil {
+			panic(err)
+		}
+		won <- l
+	}()
+	_ = a.Resign(ctx) // or A's process ends: B leads within the TTL
+	termB := <-won
+	fmt.Println("B's term after A's:", termB.Token() > termA.Token())
+
+	// The observer may see the leadership vacant in between, or not.
+	for l := range changes {
+		if l.Value != "" {
+			fmt.Println("observed:", l.Value)
+			break
+		}
+	}
+	_ = b.Resign(ctx)
+	// Output:
+	// leader: node-a:8080 true
+	// observed: node-a:8080
+	// B's term after A's: true
+	// observed: node-b:8080
+}

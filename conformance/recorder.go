@@ -33,6 +33,7 @@ func recordCapabilities(c driver.Capabilities) results.Capabilities {
 		BatchExtender: c.BatchExtender != nil,
 		Transferer:    c.Transferer != nil,
 		Inspector:     c.Inspector != nil,
+		Values:        c.Values,
 	}
 }
 

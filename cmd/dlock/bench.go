@@ -144,8 +144,10 @@ func newBenchCmd() *cobra.Command {
 uncontended acquire+release and its ratio to the raw client commands a lock
 needs, handoff latency to 1 and 16 blocked waiters (in one process and in 16),
 contended throughput with 8 and 64 goroutines with Jain's fairness index and
-the longest wait, backend requests per critical section, and the cost of
-holding 10,000 locks on one client.
+the longest wait, backend requests per critical section, a semaphore of 4
+permits (alone and contended), an election's failover time (from its
+leader's crash to a waiting follower leading, beside the leadership's TTL),
+and the cost of holding 10,000 locks on one client.
 
 With no flags it benchmarks the embedded in-process backend, then every
 backend it can start in a container from the project's own images when a

@@ -22,7 +22,8 @@ func newInspectCmd() *cobra.Command {
 		Use:   "inspect --key KEY [--url URL | --backend NAME]",
 		Short: "Show who holds a lock, its fencing token, time left and waiters",
 		Long: `Inspect describes a lock without taking it: whether it is held, by whom
-(the owner identity, where the backend stores one), its fencing token, the
+(the owner identity, where the backend stores one), the value an election's
+leader campaigned with (where the backend stores one), its fencing token, the
 time left on the holder's lease, and how many clients wait, as far as the
 backend can tell. A lock nobody holds is reported as "not held".
 
@@ -80,6 +81,11 @@ func printInfo(out io.Writer, key string, info dlock.Info) {
 		fmt.Fprintf(w, "state:\theld (%s, %d holder(s))\n", info.Mode, info.Holders)
 		if info.Owner != "" {
 			fmt.Fprintf(w, "owner:\t%s\n", info.Owner)
+		}
+		// An election's leader: the value it campaigned with, on backends
+		// that store one (its token is the term).
+		if info.Value != "" {
+			fmt.Fprintf(w, "value:\t%s\n", info.Value)
 		}
 		fmt.Fprintf(w, "token:\t%d\n", info.Token)
 		if info.TTL > 0 {

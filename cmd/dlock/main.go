@@ -1,8 +1,9 @@
-// Command dlock runs a command under a distributed lock, compares lock
-// backends, inspects locks, and checks a backend's deployment for hazards,
-// on every backend dlock supports.
+// Command dlock runs a command under a distributed lock or while leading an
+// election, compares lock backends, inspects locks, and checks a backend's
+// deployment for hazards, on every backend dlock supports.
 //
 //	dlock run --key nightly-report --url redis://localhost:6379/0 -- ./report.sh
+//	dlock elect --key scheduler --url etcd://localhost:2379 -- ./scheduler
 //	dlock bench --out bench-out
 //	dlock inspect --key nightly-report --url redis://localhost:6379/0
 //	dlock doctor --url redis://localhost:6379/0
@@ -39,27 +40,29 @@ const (
 	exitUsage       = 64 // bad flags, arguments or configuration
 	exitUnavailable = 69 // the backend could not be reached or refused the request
 	exitSoftware    = 70 // anything else that went wrong
-	exitBusy        = 75 // the lock is held: --no-wait, or --wait ran out
-	exitLost        = 76 // the lock was lost while the command ran; it was terminated
+	exitBusy        = 75 // the lock is held (--no-wait, or --wait ran out), or elect did not lead within --wait
+	exitLost        = 76 // the lock or leadership was lost while the command ran; it was terminated
 	exitHazard      = 78 // doctor: the deployment has a hazard that breaks locks
 	exitCannotRun   = 126
 	exitNotFound    = 127
 )
 
 const exitStatuses = `Exit statuses:
-  0     success (for run: the command exited 0)
-  1-125 run: the command's own exit status
+  0     success (for run and elect: the command exited 0)
+  1-125 run, elect: the command's own exit status
   64    usage error: bad flags, arguments or configuration
   69    the backend could not be reached (within --connect-timeout, and
-        for run within --wait), or refused the request
+        for run and elect within --wait), or refused the request
   70    internal error
-  75    run: the lock is busy (--no-wait, or --wait ran out)
-  76    run: the lock was lost while the command ran; it was sent SIGTERM,
+  75    run: the lock is busy (--no-wait, or --wait ran out); elect: it
+        did not lead within --wait
+  76    run: the lock was lost while the command ran; elect: the
+        leadership was lost while the command ran; it was sent SIGTERM,
         then SIGKILL after --grace
   78    doctor: a hazard was found in the backend's deployment
-  126   run: the command could not be started
-  127   run: the command was not found
-  128+N run: the command was killed by signal N`
+  126   run, elect: the command could not be started
+  127   run, elect: the command was not found
+  128+N run, elect: the command was killed by signal N`
 
 // exitError carries an exit status out of a command.
 type exitError struct {
@@ -142,6 +145,6 @@ configuration file (--backend with --config, or DLOCK_CONFIG); see
 	root.PersistentPreRun = func(*cobra.Command, []string) { setLogger(stderr, verbose) }
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(), newBenchCmd(), newInspectCmd(), newDoctorCmd())
+	root.AddCommand(newRunCmd(), newElectCmd(), newBenchCmd(), newInspectCmd(), newDoctorCmd())
 	return root
 }

@@ -390,3 +390,28 @@ func TestBenchPeersUsage(t *testing.T) {
 		t.Errorf("--peers outside a checkout: exit %d, %q; want %d and the reason", code, stderr.String(), exitUsage)
 	}
 }
+
+// inspect prints the value an election's leader campaigned with, where the
+// backend stores one (the memory backend, shared by name in this process).
+func TestInspectValue(t *testing.T) {
+	url := memURL(t)
+	c, err := dlock.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	key := testkit.Key(t)
+	e, err := c.Election(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.Campaign(t.Context(), "node-7:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(context.Background())
+	code, stdout, stderr := runWithin(t, "inspect", "--url", url, "--key", key)
+	if code != 0 || !strings.Contains(stdout, "value:") || !strings.Contains(stdout, "node-7:8080") {
+		t.Errorf("exit %d, %q %q; want the leader's value", code, stdout, stderr)
+	}
+}

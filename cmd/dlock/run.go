@@ -97,7 +97,7 @@ gets SIGTERM, then SIGKILL after --grace, and dlock exits with status 76.
 			if err != nil {
 				return err
 			}
-			return runHolding(cmd, lease, scheme(b.URL), args, grace)
+			return runHolding(cmd, lease, fmt.Sprintf("lock %q", lease.Key()), scheme(b.URL), args, grace)
 		},
 	}
 	f.add(cmd)
@@ -163,8 +163,9 @@ func lockErr(ctx context.Context, err error) error {
 	return exitWith(exitUnavailable, "%w", err)
 }
 
-// runHolding runs the command under the lease, and releases it after.
-func runHolding(cmd *cobra.Command, lease dlock.Lease, backend string, args []string, grace time.Duration) error {
+// runHolding runs the command under the lease, and releases it after. what
+// names the lease in the message of its loss ("lock \"K\"").
+func runHolding(cmd *cobra.Command, lease dlock.Lease, what, backend string, args []string, grace time.Duration) error {
 	ctx := context.WithoutCancel(cmd.Context()) // signals go to the child now
 	defer func() {
 		unlockCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -203,7 +204,7 @@ func runHolding(cmd *cobra.Command, lease dlock.Lease, backend string, args []st
 		case sig := <-signals:
 			_ = child.Process.Signal(sig)
 		case <-lease.Done():
-			fmt.Fprintf(cmd.ErrOrStderr(), "dlock: lock %q lost: %v; terminating the command\n", lease.Key(), message(lease.Err()))
+			fmt.Fprintf(cmd.ErrOrStderr(), "dlock: %s lost: %v; terminating the command\n", what, message(lease.Err()))
 			terminate(child.Process.Pid, exited, grace)
 			return exitWith(exitLost, "")
 		}

@@ -59,6 +59,10 @@ type Capabilities struct {
 	BatchExtender bool   `json:"batch_extender"`
 	Transferer    bool   `json:"transferer"`
 	Inspector     bool   `json:"inspector"`
+	// Values: the driver stores a hold's Request.Value and reports it in
+	// Info.Value (an election's leader). Omitted when false, so that the
+	// records written before drivers could declare it read unchanged.
+	Values bool `json:"values,omitempty"`
 }
 
 // Hooks says which of the harness's optional hooks were given, and so

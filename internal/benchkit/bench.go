@@ -102,6 +102,17 @@ func Run(b *testing.B, t Target) {
 			reportContended(b, s.Contended)
 		}
 	})
+	b.Run("Failover", func(b *testing.B) {
+		for b.Loop() {
+			f, err := MeasureFailover(b.Context(), t, failoverRounds, failoverTTL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(f.P50.Nanoseconds()), "p50-ns")
+			b.ReportMetric(float64(f.P95.Nanoseconds()), "p95-ns")
+			b.ReportMetric(float64(f.TTL.Nanoseconds()), "ttl-ns")
+		}
+	})
 	b.Run(fmt.Sprintf("Held/locks=%d", heldLocks), func(b *testing.B) {
 		for b.Loop() {
 			h, err := MeasureManyHeld(b.Context(), t, heldLocks, heldTTL, heldPeriods)

@@ -14,6 +14,10 @@ type Sizes struct {
 	HeldLocks         int
 	HeldTTL           time.Duration
 	HeldPeriods       int
+	// FailoverRounds leader crashes are timed on a leadership TTL of
+	// FailoverTTL (at least the target's MinTTL).
+	FailoverRounds int
+	FailoverTTL    time.Duration
 }
 
 // Standard are the sizes of `go test -bench` and `dlock bench`.
@@ -24,6 +28,8 @@ var Standard = Sizes{
 	HeldLocks:         heldLocks,
 	HeldTTL:           heldTTL,
 	HeldPeriods:       heldPeriods,
+	FailoverRounds:    failoverRounds,
+	FailoverTTL:       failoverTTL,
 }
 
 // Quick are sizes for a smoke run: seconds per backend, figures only roughly
@@ -35,6 +41,8 @@ var Quick = Sizes{
 	HeldLocks:         200,
 	HeldTTL:           time.Second, // renewals must keep 200 locks through a scheduler stall on a loaded machine
 	HeldPeriods:       1,
+	FailoverRounds:    2,
+	FailoverTTL:       time.Second,
 }
 
 // Report is every measurement of one backend.
@@ -50,6 +58,9 @@ type Report struct {
 	// Semaphore is a Semaphore of 4 permits (absent from results taken
 	// before it was measured).
 	Semaphore *Semaphore `json:"semaphore,omitempty"`
+	// Failover is an election's leader crashing with a follower waiting
+	// (absent from results taken before it was measured).
+	Failover *Failover `json:"failover,omitempty"`
 }
 
 // Suite runs every measurement of the standard suite against t, telling
@@ -92,6 +103,12 @@ func Suite(ctx context.Context, t Target, s Sizes, progress func(string)) (Repor
 		return r, fmt.Errorf("semaphore: %w", err)
 	}
 	r.Semaphore = &sem
+	step(fmt.Sprintf("election failover, %d crashes", s.FailoverRounds))
+	f, err := MeasureFailover(ctx, t, s.FailoverRounds, s.FailoverTTL)
+	if err != nil {
+		return r, fmt.Errorf("failover: %w", err)
+	}
+	r.Failover = &f
 	step(fmt.Sprintf("%d held locks", s.HeldLocks))
 	if r.Held, err = MeasureManyHeld(ctx, t, s.HeldLocks, s.HeldTTL, s.HeldPeriods); err != nil {
 		return r, fmt.Errorf("held: %w", err)

@@ -33,6 +33,7 @@ var capabilityNames = map[string]func(results.Capabilities) bool{
 	"BatchExtender": func(c results.Capabilities) bool { return c.BatchExtender },
 	"Transferer":    func(c results.Capabilities) bool { return c.Transferer },
 	"Inspector":     func(c results.Capabilities) bool { return c.Inspector },
+	"Values":        func(c results.Capabilities) bool { return c.Values },
 }
 
 var (

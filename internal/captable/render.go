@@ -28,6 +28,7 @@ var columns = []column{
 	{"batched renewal (`BatchExtender`)", func(r results.Backend) string { return yesNo(r.Capabilities.BatchExtender) }},
 	{"transfer (`Transferer`)", func(r results.Backend) string { return yesNo(r.Capabilities.Transferer) }},
 	{"inspection (`Inspector`)", func(r results.Backend) string { return yesNo(r.Capabilities.Inspector) }},
+	{"leader's value (`Values`)", func(r results.Backend) string { return yesNo(r.Capabilities.Values) }},
 	{"token blocks (`TokenBlock`)", func(r results.Backend) string { return tokenBlock(r.Capabilities.TokenBlock) }},
 	{"key rules (`CheckKey`)", func(r results.Backend) string {
 		if r.Capabilities.CheckKey {
@@ -220,6 +221,7 @@ var capabilityFields = map[string]func(results.Capabilities) bool{
 	"batch_extender": func(c results.Capabilities) bool { return c.BatchExtender },
 	"transferer":     func(c results.Capabilities) bool { return c.Transferer },
 	"inspector":      func(c results.Capabilities) bool { return c.Inspector },
+	"values":         func(c results.Capabilities) bool { return c.Values },
 }
 
 // renderWith lists the records that declare the capability field.
