@@ -76,9 +76,9 @@
 // Release writes the item with a negative expiry, which memcached stores as
 // already expired: a compare-and-delete, after which the next "add" finds
 // the key free. Acquiring costs two round trips (add, incr; three when the
-// fencing counter must be started), and so do Extend and Release (gets,
-// cas): twice the requests of a bare add and delete, which check no owner and
-// issue no token.
+// fencing counter must be started; two more with a Value, see above), and
+// so do Extend and Release (gets, cas): twice the requests of a bare add
+// and delete, which check no owner and issue no token.
 //
 // memcached expires items in whole seconds, by a clock that a timer advances
 // about once a second. The driver sends the TTL rounded up to whole seconds
