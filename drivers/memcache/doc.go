@@ -55,7 +55,7 @@
 // token after the add, as every grant does (see "Guarantees"), and then
 // rewrites the item with it by gets and cas before it returns, two more
 // round trips; an Inspect that meanwhile finds the value without its token
-// reads again until it is there. A lock without a value records its token
+// reads again until it is there (and reports neither if it never comes). A lock without a value records its token
 // at its first renewal, which rewrites the item anyway: until then Inspect
 // reports its token as 0 (unknown). Items written by earlier versions of the
 // driver, which have neither, still parse.

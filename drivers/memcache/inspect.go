@@ -20,8 +20,9 @@ import (
 // A lock taken with a Value records its token in a rewrite that follows the
 // add within two round trips (see Acquire); an Inspect that finds the
 // value without the token reads again for up to the client's Timeout, so
-// that it reports the settled grant, and reports Token 0 (unknown) with the
-// value if the rewrite never comes (its client died in between). A lock
+// that it reports the settled grant, and if the rewrite never comes (its
+// client died in between) reports the lock held with Token 0 and no Value,
+// as a grant that is not settled (see driver.Capabilities.Values). A lock
 // without a value records its token at its first renewal: until then Token
 // is 0. A free lock reports Token 0 too: the fencing counter is not read.
 // memcached keeps no queue, so Waiters is -1. A key held by an item the
@@ -50,8 +51,12 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.Info, error) {
 			info, settling, err = infoOf(fields, data)
 			return err
 		}, func(int, error) {})
-		if err != nil || !settling || !time.Now().Before(deadline) {
+		if err != nil || !settling {
 			return info, err
+		}
+		if !time.Now().Before(deadline) {
+			info.Value = "" // never a value without the token of its grant
+			return info, nil
 		}
 		timer := time.NewTimer(pause)
 		select {
@@ -64,7 +69,8 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.Info, error) {
 }
 
 // infoOf reads the reply to a meta get of a lock item with its value and
-// TTL. settling reports an item whose value is recorded and token not yet.
+// TTL. settling reports an item whose value is recorded and token not yet:
+// info then carries the value, which Inspect must not report alone.
 func infoOf(fields [][]byte, data []byte) (info driver.Info, settling bool, err error) {
 	info.Waiters = -1
 	switch string(fields[0]) {
