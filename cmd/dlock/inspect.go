@@ -87,7 +87,13 @@ func printInfo(out io.Writer, key string, info dlock.Info) {
 		if info.Value != "" {
 			fmt.Fprintf(w, "value:\t%s\n", info.Value)
 		}
-		fmt.Fprintf(w, "token:\t%d\n", info.Token)
+		if info.Token > 0 {
+			fmt.Fprintf(w, "token:\t%d\n", info.Token)
+		} else {
+			// Info.Token is zero when the backend does not know it (a
+			// memcached lock before its first renewal records it).
+			fmt.Fprintf(w, "token:\tunknown\n")
+		}
 		if info.TTL > 0 {
 			fmt.Fprintf(w, "time left:\t%v\n", info.TTL)
 		}

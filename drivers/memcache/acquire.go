@@ -15,6 +15,14 @@ import (
 // item, and then draws a fencing token. When another owner holds the lock it returns a
 // *driver.LockedError with the holder's expected remaining time, when known.
 //
+// A request with a Value writes it into the lock item with the add, and
+// once the token is drawn rewrites the item with the token beside it (gets
+// and cas, owner-checked like Extend) before it returns: so the holder, its
+// value and its token are in the item together as soon as the grant is
+// settled, for Inspect to read in one request. That costs two more round
+// trips; a lock without a value records its token at its first renewal
+// instead, which rewrites the item anyway.
+//
 // gomemcache takes no context: each request is bounded by the client's
 // Timeout, and ctx is checked between requests. When ctx ends while the lock
 // was being granted, or a request fails after it may have added the lock
@@ -39,7 +47,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	n := namesOf(d.prefix, req.Key)
 	secs := expirySeconds(req.TTL)
 
-	g, err := d.grab(n, req.ID, secs)
+	g, err := d.grab(n, holding{id: req.ID, value: req.Value}, secs)
 	switch {
 	case err != nil:
 		if g.maybeHeld {
@@ -64,9 +72,38 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		d.giveBack(n, req.ID)
 		return nil, err
 	}
-	l := &lease{d: d, names: n, id: req.ID}
+	l := &lease{d: d, names: n, id: req.ID, value: req.Value}
 	l.Start(token, validityOf(secs))
+	if req.Value != "" {
+		if err := d.settle(ctx, l, secs); err != nil {
+			return nil, err
+		}
+	}
 	return l, nil
+}
+
+// errLostUnsettled is wrapped by the error of an Acquire whose lock item
+// expired, was evicted or was taken over between its add and the rewrite
+// that records its token: the grant never settled, so it is not returned.
+var errLostUnsettled = errors.New("memcached: the lock item was lost before its fencing token was recorded")
+
+// settle rewrites the lock item of the new lease l with its token and value,
+// before Acquire returns it. When that fails the grant is given back.
+func (d *Driver) settle(ctx context.Context, l *lease, secs int32) error {
+	err := d.extend(l.names, l.held(), secs)
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		err = ctxErr
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, driver.ErrNotHeld):
+		// Nothing of ours is left to give back; the lock is someone
+		// else's now, or free: a waiter tries again.
+		return fmt.Errorf("%w: %w", errLostUnsettled, driver.ErrLocked)
+	}
+	d.giveBack(l.names, l.id)
+	return err
 }
 
 // grabbed is the outcome of grab.
@@ -76,13 +113,16 @@ type grabbed struct {
 	maybeHeld  bool          // when grab failed: the item may be req.ID's all the same
 }
 
-// grab adds the lock item for id, expiring in secs. When the item exists, it
-// finds out how long its holder expects to keep it, from the hint cache or
-// by reading the item; when the item vanished meanwhile, it adds once more.
-func (d *Driver) grab(n names, id string, secs int32) (grabbed, error) {
+// grab adds the lock item for h (its ID, and its value if any), expiring in
+// secs. When the item exists, it finds out how long its holder expects to
+// keep it, from the hint cache or by reading the item; when the item
+// vanished meanwhile, it adds once more.
+func (d *Driver) grab(n names, h holding, secs int32) (grabbed, error) {
+	id := h.id
 	ttl := time.Duration(secs) * time.Second
 	for try := 0; ; try++ {
-		item := &gomemcache.Item{Key: n.lock, Value: encodeValue(id, time.Now().Add(ttl)), Expiration: secs}
+		h.expires = time.Now().Add(ttl)
+		item := &gomemcache.Item{Key: n.lock, Value: encodeValue(h), Expiration: secs}
 		again, err := d.call(func() error { return d.mc.Add(item) })
 		switch {
 		case err == nil:
@@ -107,8 +147,9 @@ func (d *Driver) grab(n names, id string, secs int32) (grabbed, error) {
 		case err != nil:
 			return grabbed{maybeHeld: again}, err
 		}
-		holder, expires, ok := parseValue(it.Value)
-		if ok && holder == id {
+		holder, ok := parseValue(it.Value)
+		expires := holder.expires
+		if ok && holder.id == id {
 			// An earlier attempt on a connection that broke had added it.
 			d.hints.drop(n.lock)
 			return grabbed{held: true}, nil

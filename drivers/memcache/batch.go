@@ -82,7 +82,7 @@ func (d *Driver) ExtendBatch(ctx context.Context, leases []driver.Lease, ttls []
 			*r.err = err
 			continue
 		}
-		*r.err = d.extend(r.l.names, r.l.id, r.secs)
+		*r.err = d.extend(r.l.names, r.l.held(), r.secs)
 		if *r.err == nil {
 			r.l.SetValidity(validityOf(r.secs))
 		}
@@ -141,7 +141,9 @@ func (d *Driver) extendChunk(ctx context.Context, addr net.Addr, items []*renewa
 	cmds = cmds[:0]
 	now := time.Now()
 	for _, r := range owned {
-		v := encodeValue(r.l.id, now.Add(time.Duration(r.secs)*time.Second))
+		h := r.l.held()
+		h.expires = now.Add(time.Duration(r.secs) * time.Second)
+		v := encodeValue(h)
 		cmds = fmt.Appendf(cmds, "ms %s %d C%d T%d\r\n%s\r\n", r.l.names.lock, len(v), r.cas, r.secs, v)
 	}
 	_ = d.metaRound(ctx, addr, cmds, len(owned), func(i int, fields [][]byte, _ []byte) error {

@@ -74,7 +74,7 @@ func checkBatch(t *testing.T, d *Driver, mc *gomemcache.Client, extend batchFunc
 		ttls[i] = 30 * time.Minute
 	}
 	stolen, gone := leases[1].(*lease), leases[2].(*lease)
-	stranger := encodeValue("stranger", time.Now().Add(10*time.Minute))
+	stranger := encodeValue(holding{id: "stranger", expires: time.Now().Add(10 * time.Minute)})
 	if err := mc.Set(&gomemcache.Item{Key: stolen.names.lock, Value: stranger, Expiration: 600}); err != nil {
 		t.Fatal(err)
 	}

@@ -33,8 +33,11 @@ var errContention = errors.New("memcached: the lock item kept changing between r
 // expired: it reads a negative expiry as a Unix time in 1970.
 const expireNow = -1
 
-// extend rewrites the lock item with expiry secs, if it is id's.
-func (d *Driver) extend(n names, id string, secs int32) error {
+// extend rewrites the lock item with expiry secs, if it is h.id's, as h
+// says (its token and value: the fields of a hold never change, so writing
+// them again is only how the token gets in after the grant).
+func (d *Driver) extend(n names, h holding, secs int32) error {
+	id := h.id
 	ttl := time.Duration(secs) * time.Second
 	for range maxCASAttempts {
 		it, err := d.read(n.lock)
@@ -44,7 +47,8 @@ func (d *Driver) extend(n names, id string, secs int32) error {
 		if it == nil || !heldBy(it.Value, id) {
 			return driver.ErrNotHeld
 		}
-		it.Value = encodeValue(id, time.Now().Add(ttl))
+		h.expires = time.Now().Add(ttl)
+		it.Value = encodeValue(h)
 		it.Expiration = secs
 		_, err = d.call(func() error { return d.mc.CompareAndSwap(it) })
 		switch {

@@ -46,7 +46,7 @@ func TestConformance(t *testing.T) {
 			if !overwrite {
 				return mc.Delete(name)
 			}
-			stranger := encodeValue("stranger", time.Now().Add(time.Hour))
+			stranger := encodeValue(holding{id: "stranger", expires: time.Now().Add(time.Hour)})
 			return mc.Set(&gomemcache.Item{Key: name, Value: stranger, Expiration: int32(time.Hour / time.Second)})
 		},
 		// A client whose link to the server the partition cases cut.

@@ -18,9 +18,10 @@
 //
 // # Capabilities
 //
-// Capabilities ([Driver.Capabilities]): BatchExtender (when the Driver
-// knows its client's server selector: see below), TokenBlock 16, MinTTL 5 s,
-// MaxTTL 30 days. That is: exclusive locks with fencing tokens, and the backend's
+// Capabilities ([Driver.Capabilities]): BatchExtender and Inspector (when
+// the Driver knows its client's server selector: see below), TokenBlock 16,
+// MinTTL 5 s, MaxTTL 30 days; with the Inspector, Values too. That is:
+// exclusive locks with fencing tokens, and the backend's
 // TTL rules (MinTTL, MaxTTL, with the reason in TTLReason). Read-write locks
 // and reentrant locks are not implemented (no Shared, no Reentrant), so
 // dlock refuses them with an error wrapping errors.ErrUnsupported. memcached
@@ -46,6 +47,19 @@
 // else; a swap that finds the item changed falls back to that lease's own
 // Extend. Without the selector it renews one lock at a time.
 //
+// Such a Driver is also an Inspector ([Driver.Inspect], for dlock inspect
+// and dlock.Election's Leader and Observe), and stores a hold's
+// Request.Value (Values): the lock item records the holder's request ID,
+// its value and its fencing token together, and one meta get (mg) reads
+// them with the item's remaining TTL. An Acquire with a value draws its
+// token after the add, as every grant does (see "Guarantees"), and then
+// rewrites the item with it by gets and cas before it returns, two more
+// round trips; an Inspect that meanwhile finds the value without its token
+// reads again until it is there (and reports neither if it never comes). A lock without a value records its token
+// at its first renewal, which rewrites the item anyway: until then Inspect
+// reports its token as 0 (unknown). Items written by earlier versions of the
+// driver, which have neither, still parse.
+//
 // gomemcache takes no contexts: every request is bounded by the client's
 // Timeout. Acquire checks its context between requests; Extend and
 // Release return as soon as their context ends, and finish in the
@@ -62,9 +76,9 @@
 // Release writes the item with a negative expiry, which memcached stores as
 // already expired: a compare-and-delete, after which the next "add" finds
 // the key free. Acquiring costs two round trips (add, incr; three when the
-// fencing counter must be started), and so do Extend and Release (gets,
-// cas): twice the requests of a bare add and delete, which check no owner and
-// issue no token.
+// fencing counter must be started; two more with a Value, see above), and
+// so do Extend and Release (gets, cas): twice the requests of a bare add
+// and delete, which check no owner and issue no token.
 //
 // memcached expires items in whole seconds, by a clock that a timer advances
 // about once a second. The driver sends the TTL rounded up to whole seconds

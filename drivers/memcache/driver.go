@@ -74,7 +74,10 @@ func newDriver(client *gomemcache.Client, owned bool, o options) *Driver {
 // memcached cannot notify waiters: the core polls. When the Driver knows
 // the client's server selector (a Driver made from a URL, or [New] with
 // [WithSelector]), it renews many locks in a few round trips
-// (BatchExtender: see [Driver.ExtendBatch]).
+// (BatchExtender: see [Driver.ExtendBatch]), and describes a lock with one
+// meta read (Inspector: see [Driver.Inspect]), which reports the value a
+// hold was taken with beside its fencing token (Values), so that
+// dlock.Election can name its leader.
 func (d *Driver) Capabilities() driver.Capabilities {
 	c := driver.Capabilities{
 		TokenBlock: tokenBlock,
@@ -84,6 +87,8 @@ func (d *Driver) Capabilities() driver.Capabilities {
 	}
 	if d.meta != nil {
 		c.BatchExtender = d
+		c.Inspector = d
+		c.Values = true
 	}
 	return c
 }

@@ -38,11 +38,11 @@ func holderOf(t *testing.T, mc *gomemcache.Client, key string) (string, time.Tim
 	if err != nil {
 		t.Fatalf("get lock item of %q: %v", key, err)
 	}
-	id, expires, ok := parseValue(it.Value)
+	h, ok := parseValue(it.Value)
 	if !ok {
 		t.Fatalf("lock item of %q holds %q, not a dlock value", key, it.Value)
 	}
-	return id, expires
+	return h.id, h.expires
 }
 
 // expire removes the lock item of key behind its holder's back, as its

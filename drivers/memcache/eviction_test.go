@@ -48,7 +48,7 @@ func fill(tb testing.TB, addr, like string, idLen, round, n int) string {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Minute))
-	value := encodeValue(strings.Repeat("f", idLen), time.Now())
+	value := encodeValue(holding{id: strings.Repeat("f", idLen), expires: time.Now()})
 	w := bufio.NewWriter(c)
 	for i := range n + 1 {
 		key := fmt.Sprintf("%s%03d%07d", like[:len(like)-10], round%1000, i)

@@ -22,6 +22,15 @@ type lease struct {
 	d     *Driver
 	names names
 	id    string
+	value string // the hold's Request.Value, written again by every renewal
+}
+
+// held is what the lease's renewals write into its lock item: its request
+// ID, and its fencing token and value, so that an Inspect reads them with
+// the holder (after the first renewal, for a lock without a value; see
+// Driver.Inspect).
+func (l *lease) held() holding {
+	return holding{id: l.id, token: l.Token(), value: l.value}
 }
 
 var _ driver.Lease = (*lease)(nil)
@@ -35,7 +44,7 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	secs := expirySeconds(ttl)
 	return l.d.async(ctx, func() error {
-		if err := l.d.extend(l.names, l.id, secs); err != nil {
+		if err := l.d.extend(l.names, l.held(), secs); err != nil {
 			return err
 		}
 		l.SetValidity(validityOf(secs))

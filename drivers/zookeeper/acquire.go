@@ -170,10 +170,11 @@ func (a *attempt) grant(sent time.Time) *lease {
 // someone else's, nor left behind.
 func (a *attempt) create(ctx context.Context) error {
 	d := a.d
-	var data []byte
+	n := nodeData{owner: a.req.Owner, value: a.req.Value}
 	if a.req.Owner != "" {
-		data = encodeData(a.req.Owner, []string{a.req.ID})
+		n.ids = []string{a.req.ID}
 	}
+	data := encodeData(n)
 	prefix := a.dir + "/" + queuePrefix(a.kind, a.req.ID, a.tag)
 	for {
 		if d.liveSession() == 0 {
@@ -466,10 +467,11 @@ func (a *attempt) join(ctx context.Context, h node) (*lease, error) {
 		case err != nil:
 			return nil, err
 		}
-		owner, ids, ok := decodeData(data)
-		if !ok || owner != a.req.Owner {
+		n, ok := decodeData(data)
+		if !ok || n.owner != a.req.Owner {
 			return nil, nil
 		}
+		ids := n.ids
 		if slices.Contains(ids, a.req.ID) && entryExists {
 			// Joined (by an earlier attempt whose reply was lost, if not
 			// this one).
@@ -480,7 +482,7 @@ func (a *attempt) join(ctx context.Context, h node) (*lease, error) {
 		if !slices.Contains(ids, a.req.ID) {
 			ids = append(ids, a.req.ID)
 		}
-		ops := []any{&zk.SetDataRequest{Path: anchor, Data: encodeData(owner, ids), Version: stat.Version}}
+		ops := []any{&zk.SetDataRequest{Path: anchor, Data: encodeData(nodeData{owner: n.owner, value: n.value, ids: ids}), Version: stat.Version}}
 		if !entryExists {
 			ops = append(ops, &zk.CreateRequest{Path: entry, Acl: d.acl, Flags: zk.FlagEphemeral})
 		}

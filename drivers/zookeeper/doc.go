@@ -20,8 +20,9 @@
 // # Capabilities
 //
 // Capabilities: Shared, Reentrant, Blocking, MinTTL and MaxTTL (one to two
-// session TTLs, see "Sessions and TTLs"), BatchExtender. No Notifier,
-// which a server-side queue makes unnecessary, and no Inspector. In detail:
+// session TTLs, see "Sessions and TTLs"), BatchExtender, Inspector, and
+// Values. No Notifier, which a server-side queue makes unnecessary. In
+// detail:
 //   - exclusive locks, and read-write locks (Shared) by the recipe's read
 //     and write nodes: a reader waits for the last writer ahead of it, a
 //     writer for the node just ahead of it. Readers join only while no
@@ -33,6 +34,13 @@
 //     the same mode joins that hold at once, from any client (see below);
 //   - batched renewal (BatchExtender): many leases confirmed in one multi
 //     (see "Sessions and TTLs");
+//   - inspection (Inspector, [Driver.Inspect]) for dlock inspect and
+//     dlock.Election: the holders, the waiters, and the oldest holder's
+//     fencing token and owner, from a listing of the queue and a read of
+//     the holder's node; and values (Values): a request's Value is written
+//     into its queue node's data by the create that queues it, so the
+//     holder's node gives its value and its token (the node's creating
+//     zxid) in one read;
 //   - fencing tokens; loss reports (Lease.OnLoss) when the session ends, and
 //     uncertainty reports (Lease.Uncertain) while the client is
 //     disconnected.

@@ -166,7 +166,9 @@ func (d *Driver) forget(l *lease) {
 }
 
 // Capabilities reports read-write and reentrant locks, waiting in the
-// lock's queue of sequence nodes (Blocking), batched renewal, and TTLs from
+// lock's queue of sequence nodes (Blocking), batched renewal, inspection
+// ([Driver.Inspect]) that reports a hold's value with its token (Values:
+// the value is in the holder's node), and TTLs from
 // one to two session timeouts (as granted when it is called: the core calls
 // it once, when a Client is made). A shorter TTL cannot be honoured: a
 // holder that crashes keeps its lock until its session expires, a session
@@ -184,6 +186,8 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		MaxTTL:        2 * st,
 		TTLReason:     fmt.Sprintf("the session TTL (ZooKeeper's session timeout) is %v: a crashed holder keeps its lock that long, so a shorter TTL cannot be honoured, and a lease is valid that long after its last confirmation, so above twice that, leases renewed every TTL/3 would lapse first", st),
 		BatchExtender: d,
+		Inspector:     d,
+		Values:        true,
 	}
 }
 

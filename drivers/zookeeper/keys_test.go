@@ -174,14 +174,33 @@ func TestHolders(t *testing.T) {
 
 func TestData(t *testing.T) {
 	for _, owner := range []string{"o", "", "a\nb", "\xff\x00", strings.Repeat("x", 1024)} {
-		ids := []string{testkit.NewID(), testkit.NewID()}
-		gotOwner, gotIDs, ok := decodeData(encodeData(owner, ids))
-		if !ok || gotOwner != owner || strings.Join(gotIDs, ",") != strings.Join(ids, ",") {
-			t.Errorf("decodeData(encodeData(%q, %v)) = %q, %v, %v", owner, ids, gotOwner, gotIDs, ok)
+		for _, value := range []string{"", "node-1 at 10.0.0.1:8080 ∑", strings.Repeat("v", 256)} {
+			in := nodeData{owner: owner, value: value, ids: []string{testkit.NewID(), testkit.NewID()}}
+			got, ok := decodeData(encodeData(in))
+			if !ok || got.owner != owner || got.value != value || strings.Join(got.ids, ",") != strings.Join(in.ids, ",") {
+				t.Errorf("decodeData(encodeData(%+v)) = %+v, %v", in, got, ok)
+			}
+			if plain := (nodeData{value: value}); value != "" {
+				if got, ok := decodeData(encodeData(plain)); !ok || got.owner != "" || got.value != value || len(got.ids) != 0 {
+					t.Errorf("decodeData(encodeData(%+v)) = %+v, %v", plain, got, ok)
+				}
+			}
 		}
 	}
-	for _, data := range []string{"", "x", dataMagic, dataMagic + "\n!!", dataMagic + "\nbw\nbad-id"} {
-		if _, _, ok := decodeData([]byte(data)); ok {
+	if data := encodeData(nodeData{}); data != nil {
+		t.Errorf("a plain node without a value carries %q, want no data", data)
+	}
+	// A reentrant node without a value keeps the form earlier versions
+	// wrote, byte for byte, and they still parse.
+	if got, want := string(encodeData(nodeData{owner: "o", ids: []string{"a1", "b2"}})), dataMagic+"\nbw\na1\nb2"; got != want {
+		t.Errorf("encodeData of a reentrant node = %q, want %q", got, want)
+	}
+	if got, ok := decodeData([]byte(dataMagic + "\nbw\na1")); !ok || got.owner != "o" || got.value != "" || len(got.ids) != 1 {
+		t.Errorf("decodeData of the first form = %+v, %v", got, ok)
+	}
+	for _, data := range []string{"", "x", dataMagic, dataMagic + "\n!!", dataMagic + "\nbw\nbad-id",
+		data2Magic, data2Magic + "\n", data2Magic + "\n\n", data2Magic + "\n\n!!", data2Magic + "\nbw\ndg\nbad-id"} {
+		if _, ok := decodeData([]byte(data)); ok {
 			t.Errorf("decodeData(%q) ok, want refused", data)
 		}
 	}

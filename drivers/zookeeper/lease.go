@@ -348,7 +348,8 @@ func (l *lease) removeEntry(ctx context.Context) error {
 		if err := firstErr(err1, err2); err != nil {
 			return err
 		}
-		owner, ids, ok := decodeData(data)
+		n, ok := decodeData(data)
+		ids := n.ids
 		if !ok || !slices.Contains(ids, l.id) {
 			return driver.ErrNotHeld
 		}
@@ -367,7 +368,7 @@ func (l *lease) removeEntry(ctx context.Context) error {
 		if len(live) == 0 {
 			ops = append(ops, &zk.DeleteRequest{Path: l.path, Version: stat.Version})
 		} else {
-			ops = append(ops, &zk.SetDataRequest{Path: l.path, Data: encodeData(owner, live), Version: stat.Version})
+			ops = append(ops, &zk.SetDataRequest{Path: l.path, Data: encodeData(nodeData{owner: n.owner, value: n.value, ids: live}), Version: stat.Version})
 		}
 		if l.entry != "" {
 			ops = append(ops, &zk.DeleteRequest{Path: l.entry, Version: -1})
