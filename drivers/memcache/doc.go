@@ -18,9 +18,9 @@
 //
 // # Capabilities
 //
-// Capabilities ([Driver.Capabilities]): BatchExtender and Inspector (when
-// the Driver knows its client's server selector: see below), TokenBlock 16,
-// MinTTL 5 s, MaxTTL 30 days; with the Inspector, Values too. That is:
+// Capabilities ([Driver.Capabilities]): BatchExtender, Inspector and
+// Values (the last two when the Driver knows its client's server selector:
+// see below), TokenBlock 16, MinTTL 5 s, MaxTTL 30 days. That is:
 // exclusive locks with fencing tokens, and the backend's
 // TTL rules (MinTTL, MaxTTL, with the reason in TTLReason). Read-write locks
 // and reentrant locks are not implemented (no Shared, no Reentrant), so
