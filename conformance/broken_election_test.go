@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -167,6 +169,74 @@ func newValueKeptAfterRelease() func(*memory.Backend, *plainDriver, int64) drive
 	}
 }
 
+// waitersInLine stands for a queue of waiting clients kept on the backend
+// beside each lock (a list, a sorted set), shared by every client of one
+// harness, as the backend's keys would be.
+type waitersInLine struct {
+	mu sync.Mutex
+	m  map[string][]int64 // by key: client numbers, first in line first
+}
+
+// first reports whether client may take key now: nobody is in line, or it
+// is first.
+func (w *waitersInLine) first(key string, client int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	line := w.m[key]
+	return len(line) == 0 || line[0] == client
+}
+
+// join puts client at the end of key's line, unless it is in it already.
+func (w *waitersInLine) join(key string, client int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[string][]int64{}
+	}
+	if !slices.Contains(w.m[key], client) {
+		w.m[key] = append(w.m[key], client)
+	}
+}
+
+// leave takes client out of key's line.
+func (w *waitersInLine) leave(key string, client int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if line := slices.DeleteFunc(w.m[key], func(c int64) bool { return c == client }); len(line) > 0 {
+		w.m[key] = line
+	} else {
+		delete(w.m, key)
+	}
+}
+
+// newWaitersLeftInLine makes the maker of drivers that keep a line of
+// waiting clients on the backend for fairness, and put a client in it when
+// its request is refused, but take it out only when it is granted: never
+// when its waiter gives up. A cancelled Lock (or Campaign) leaves its
+// client first in line, and every other client is refused the free lock
+// for as long as the entry lasts (here for ever; a real one might lapse
+// after a while, still far too late).
+func newWaitersLeftInLine() func(*memory.Backend, *plainDriver, int64) driver.Driver {
+	line := &waitersInLine{}
+	return func(_ *memory.Backend, d *plainDriver, client int64) driver.Driver {
+		d.acquire = func(ctx context.Context, d *plainDriver, req driver.Request) (driver.Lease, error) {
+			if !line.first(req.Key, client) {
+				line.join(req.Key, client)
+				return nil, driver.ErrLocked
+			}
+			l, err := d.Driver.Acquire(ctx, req)
+			switch {
+			case err == nil:
+				line.leave(req.Key, client)
+			case errors.Is(err, driver.ErrLocked):
+				line.join(req.Key, client)
+			}
+			return l, err
+		}
+		return d
+	}
+}
+
 // TestSuiteCatchesBrokenElections runs the election cases against the
 // broken drivers above, and against lock-breaking drivers of the other
 // self-tests that elections inherit; each must be caught, and its control
@@ -185,6 +255,7 @@ func TestSuiteCatchesBrokenElections(t *testing.T) {
 		{"token other than the holder's", func() maker { return tokenOffByOne }, unbrokenValues, false, reports},
 		{"Values declared, Request.Value ignored", func() maker { return valuesIgnored }, unbrokenValues, false, reports},
 		{"value kept after release and expiry", newValueKeptAfterRelease, unbrokenValues, false, reports},
+		{"a cancelled waiter left in the backend's line", newWaitersLeftInLine, unbroken, false, []string{"ElectionCampaignCancelled"}},
 		{"reused fencing tokens", func() maker { return reusedFencingTokens }, unbroken, false, []string{"ElectionOneLeader"}},
 		{"renewal of unknown outcome taken as done", func() maker { return renewalAssumedOnTimeout }, unbroken, true, []string{"ElectionPartitionedLeaderLoses"}},
 	} {

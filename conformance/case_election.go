@@ -233,11 +233,18 @@ func testElectionCampaignCancelled(t *T, e *env) {
 		expectLeader(t, eb, "leader", la, "the cancelled campaigns must not disturb the leader")
 	}
 
-	// Nothing of the cancelled campaigns is left, on the backend or in the
-	// Election: once the leader resigns, the same candidate wins at once.
+	// Nothing of the cancelled campaigns is left on the backend: once the
+	// leader resigns, a candidate of a third client wins at once (a waiter's
+	// entry left in a backend's queue would put the cancelled candidate's
+	// client first in line); nor in the Election: the cancelled candidate
+	// then wins at once too.
 	resign(t, ea)
+	ec := e.election(t, e.client(t), key)
+	lc := campaignWithin(t, ec, "third", e.slack, "a third client's Campaign, with nobody leading and the other candidate's campaigns cancelled")
+	expectTermAbove(t, lc, la, "the next leader")
+	resign(t, ec)
 	lb := campaignWithin(t, eb, "next", e.slack, "the cancelled candidate's next Campaign, with nobody leading")
-	expectTermAbove(t, lb, la, "the next leader")
+	expectTermAbove(t, lb, lc, "the next leader")
 	resign(t, eb)
 	expectFree(t, e.mutex(t, e.client(t), key), "every leader resigned, and the cancelled campaigns must leave nothing behind")
 }
