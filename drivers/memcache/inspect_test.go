@@ -171,9 +171,8 @@ func TestInspectOtherItems(t *testing.T) {
 	}
 }
 
-// TestElection runs dlock's leader election over two Drivers: the leader
-// one reads on another client is the campaigner's value and term, and an
-// observer sees each leader in turn.
+// TestElection runs dlock's leader election over two Drivers
+// (testkit.ElectionRoundTrip).
 func TestElection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -181,60 +180,5 @@ func TestElection(t *testing.T) {
 	db, _ := newInspectingDriver(t)
 	ca := testkit.Client(t, da, dlock.WithTTL(testTTL))
 	cb := testkit.Client(t, db, dlock.WithTTL(testTTL))
-	key := testkit.Key(t)
-	follower, err := cb.Election(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	obs, err := follower.Observe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := func() dlock.Leadership {
-		t.Helper()
-		select {
-		case l, ok := <-obs:
-			if !ok {
-				t.Fatal("Observe closed its channel")
-			}
-			return l
-		case <-ctx.Done():
-			t.Fatal("no report from Observe")
-		}
-		return dlock.Leadership{}
-	}
-	if got := next(); got != (dlock.Leadership{}) {
-		t.Fatalf("first report %+v, want no leader", got)
-	}
-	var last uint64
-	for _, v := range []string{"node-a", "node-b"} {
-		e, err := ca.Election(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := e.Campaign(ctx, v)
-		if err != nil {
-			t.Fatalf("Campaign(%s): %v", v, err)
-		}
-		want := dlock.Leadership{Value: v, Term: l.Token()}
-		if want.Term <= last {
-			t.Fatalf("term %d after %d", want.Term, last)
-		}
-		last = want.Term
-		if got, err := follower.Leader(ctx); err != nil || got != want {
-			t.Fatalf("Leader = %+v, %v; want %+v", got, err, want)
-		}
-		if got := next(); got != want {
-			t.Fatalf("Observe reported %+v, want %+v", got, want)
-		}
-		if err := e.Resign(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if got := next(); got != (dlock.Leadership{}) {
-			t.Fatalf("after %s resigned: %+v, want no leader", v, got)
-		}
-	}
-	cancel()
-	for range obs {
-	}
+	testkit.ElectionRoundTrip(t, ctx, ca, cb, testkit.Key(t))
 }
