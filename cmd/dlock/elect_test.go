@@ -13,29 +13,10 @@ import (
 	"github.com/dlock-go/dlock/internal/testkit"
 )
 
-// Six dlock elect processes on one key: their commands never overlap (each
-// checks with an atomic mkdir), each runs once, leading in turn as the one
-// before resigns, and the terms rise.
+// Six dlock elect processes on one key: their commands never overlap, each
+// runs once, leading in turn as the one before resigns, and the terms rise.
 func TestElectExcludesAcrossProcesses(t *testing.T) {
-	server.Need(t)
-	dir := t.TempDir()
-	key := testkit.Key(t)
-	script := `mkdir "$D/inside" || echo overlap >> "$D/violations"; echo "$DLOCK_TOKEN" >> "$D/terms"; sleep 0.2; rmdir "$D/inside"`
-	runAll(t, 6, dir, "elect", "--url", server.URL, "--key", key, "--", "sh", "-c", script)
-	if v := readFile(t, filepath.Join(dir, "violations")); v != "" {
-		t.Errorf("commands overlapped: %s", v)
-	}
-	terms := strings.Fields(readFile(t, filepath.Join(dir, "terms")))
-	if len(terms) != 6 {
-		t.Fatalf("terms: got %v, want 6", terms)
-	}
-	for i := 1; i < len(terms); i++ {
-		a, _ := strconv.ParseUint(terms[i-1], 10, 64)
-		b, _ := strconv.ParseUint(terms[i], 10, 64)
-		if b <= a {
-			t.Errorf("terms %v do not rise", terms)
-		}
-	}
+	checkExcludesAcrossProcesses(t, "elect")
 }
 
 // The command's exit status is dlock elect's; a missing command is 127.

@@ -139,11 +139,21 @@ func runAll(t *testing.T, n int, dir string, args ...string) {
 // Two dlock run processes on one key: their commands never overlap (each
 // checks with an atomic mkdir), and their fencing tokens rise.
 func TestRunExcludesAcrossProcesses(t *testing.T) {
+	checkExcludesAcrossProcesses(t, "run")
+}
+
+// checkExcludesAcrossProcesses runs six dlock processes of subcommand (run
+// or elect) on one key, each running a command that checks with an atomic
+// mkdir that no other is inside and records DLOCK_TOKEN: the commands must
+// never overlap, each must run once, and the tokens must rise in the order
+// the commands ran.
+func checkExcludesAcrossProcesses(t *testing.T, subcommand string) {
+	t.Helper()
 	server.Need(t)
 	dir := t.TempDir()
 	key := testkit.Key(t)
 	script := `mkdir "$D/inside" || echo overlap >> "$D/violations"; echo "$DLOCK_TOKEN" >> "$D/tokens"; sleep 0.2; rmdir "$D/inside"`
-	runAll(t, 6, dir, "run", "--url", server.URL, "--key", key, "--", "sh", "-c", script)
+	runAll(t, 6, dir, subcommand, "--url", server.URL, "--key", key, "--", "sh", "-c", script)
 	if v := readFile(t, filepath.Join(dir, "violations")); v != "" {
 		t.Errorf("commands overlapped: %s", v)
 	}
