@@ -105,7 +105,7 @@ var cases = []testCase{
 	{name: "ElectionObserve", ttls: 10, run: testElectionObserve,
 		rule: "with Capabilities.Values, an observer on another client reports the leader at the start, then each leader that holds until it was reported, in order, with strictly rising terms, never a value and term that no leader had, and the vacancy once nobody leads"},
 	{name: "ElectionCampaignCancelled", run: testElectionCampaignCancelled,
-		rule: "a Campaign whose context ends while another candidate leads returns exactly ctx.Err() promptly, disturbs no leader, and leaves nothing behind: once the leader resigns, the same candidate wins at once"},
+		rule: "a Campaign whose context ends while another candidate leads returns exactly ctx.Err() promptly, disturbs no leader, and leaves nothing behind: once the leader resigns, a candidate of a third client wins at once (no entry of the cancelled one is left first in a backend's line), and then the cancelled candidate too"},
 	{name: "ElectionPartitionedLeaderLoses", ttls: 12, run: testElectionPartitionedLeaderLoses,
 		rule: "a leader cut off from the backend stops leading by its deadline, which its unanswered renewals do not move (its lost signal fires, Err wraps ErrLockLost); another candidate wins within the TTL plus a margin, never before that deadline without the old leader being told, with a greater term; and once the link is back the old leader's Resign leaves the new leader alone"},
 	{name: "RandomDeadlines", serial: true, ttls: 10, contest: true, run: testRandomDeadlines,
