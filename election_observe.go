@@ -40,26 +40,11 @@ func (e *election) observe(ctx context.Context, out chan<- Leadership) {
 	wake := make(chan struct{}, 1)
 	unwatch := e.c.watchReleases([]string{e.key}, wake)
 	defer unwatch()
-	if n := e.c.caps.Notifier; n != nil {
+	if e.c.caps.Notifier != nil {
 		// Subscribed before the first look, so that no release after it
 		// goes unnoticed; without a subscription, polling alone finds it.
-		if sub, err := n.Subscribe(ctx, e.key); err == nil {
-			defer func() { _ = sub.Close() }()
-			stop := make(chan struct{})
-			defer close(stop)
-			go func() {
-				for {
-					select {
-					case <-sub.C():
-						notify(wake)
-					case <-stop:
-						return
-					}
-				}
-			}()
-		} else if ctx.Err() == nil {
-			e.c.tel.subscribeFailed(ctx, e.key, false, err)
-		}
+		subs := e.c.subscribeReleases(ctx, []string{e.key}, wake)
+		defer subs.close()
 	}
 	backoff := newBackoff(e.cfg.pollMin, e.cfg.pollMax)
 	var highest uint64 // the greatest term reported

@@ -38,7 +38,7 @@ func (s *semaphore) waitForPermit(ctx context.Context, gate Lease) (Lease, error
 			if subs == nil && s.c.caps.Notifier != nil {
 				// Subscribe, then try again at once: a release between
 				// the tries and the subscription would go unnoticed.
-				subs = s.subscribe(ctx, wake)
+				subs = s.c.subscribeReleases(ctx, s.keys, wake)
 				continue
 			}
 		case ctx.Err() != nil:
@@ -79,16 +79,17 @@ type releaseSubs struct {
 	wg   sync.WaitGroup
 }
 
-// subscribe subscribes to the releases of every permit, forwarding their
-// wake-ups to wake. A permit whose subscription fails is polled: the
-// failure is logged, and the wait goes on.
-func (s *semaphore) subscribe(ctx context.Context, wake chan<- struct{}) *releaseSubs {
+// subscribeReleases subscribes to the releases of every lock among keys
+// through the driver's Notifier, forwarding their wake-ups to wake. A key
+// whose subscription fails is polled: the failure is logged, and the wait
+// goes on.
+func (c *Client) subscribeReleases(ctx context.Context, keys []string, wake chan<- struct{}) *releaseSubs {
 	r := &releaseSubs{stop: make(chan struct{})}
-	for _, key := range s.keys {
-		sub, err := s.c.caps.Notifier.Subscribe(ctx, key)
+	for _, key := range keys {
+		sub, err := c.caps.Notifier.Subscribe(ctx, key)
 		if err != nil {
 			if ctx.Err() == nil {
-				s.c.tel.subscribeFailed(ctx, key, false, err)
+				c.tel.subscribeFailed(ctx, key, false, err)
 			}
 			continue
 		}
