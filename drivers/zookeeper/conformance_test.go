@@ -54,9 +54,19 @@ func tamper(conn *zk.Conn, base, key string, overwrite bool) error {
 			return err
 		}
 	}
-	if overwrite {
-		_, err := conn.Create(dir+"/"+queuePrefix(kindWriter, "stranger", ""), nil, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
-		return err
+	if !overwrite {
+		return nil
 	}
-	return nil
+	for tries := 0; ; tries++ {
+		_, err := conn.Create(dir+"/"+queuePrefix(kindWriter, "stranger", ""), nil, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+		if !errors.Is(err, zk.ErrNoNode) || tries > 0 {
+			return err
+		}
+		// The directory is a container node, and the server's periodic
+		// sweep may have removed it once the deletions above left it
+		// empty: make it again, as the driver would, and create once more.
+		if _, err := conn.CreateContainer(dir, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+	}
 }
