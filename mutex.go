@@ -40,40 +40,50 @@ func (m *mutex) TryRLock(ctx context.Context) (Lease, error) {
 // acquire takes the lock in mode, waiting for it when wait is set. It returns
 // exactly ctx.Err() when ctx ends first, and ErrClosed when the Client closes.
 func (m *mutex) acquire(ctx context.Context, mode driver.Mode, wait bool) (Lease, error) {
+	return m.c.acquire(ctx, opNames[mode][wait], m.key, mode, func(ctx context.Context) (*lease, error) {
+		return m.attempts(ctx, mode, wait)
+	})
+}
+
+// acquire is the frame of every acquisition: it counts the operation for
+// Close, traces it, bounds attempt's backend calls by ctx and by Close,
+// wraps its error with op and key, and starts the lease it returns (or gives
+// it back when Close ran meanwhile). It returns exactly ctx.Err() when ctx
+// ends first, and ErrClosed when the Client closes.
+func (c *Client) acquire(ctx context.Context, op, key string, mode driver.Mode, attempt func(context.Context) (*lease, error)) (Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !m.c.beginOp() {
+	if !c.beginOp() {
 		return nil, ErrClosed
 	}
-	defer m.c.ops.Done()
+	defer c.ops.Done()
 
 	started := time.Now()
-	ctx, span := m.c.tel.startAcquire(ctx, opNames[mode][wait], m.key, mode)
-	l, err := m.acquireTraced(ctx, mode, wait)
-	m.c.tel.endAcquire(ctx, span, m.key, mode, started, l, err)
+	ctx, span := c.tel.startAcquire(ctx, op, key, mode)
+	l, err := c.acquireTraced(ctx, op, key, attempt)
+	c.tel.endAcquire(ctx, span, key, mode, started, l, err)
 	if err != nil {
 		return nil, err // not a nil *lease in a non-nil Lease
 	}
 	return l, nil
 }
 
-func (m *mutex) acquireTraced(ctx context.Context, mode driver.Mode, wait bool) (*lease, error) {
-	op := opNames[mode][wait]
+func (c *Client) acquireTraced(ctx context.Context, op, key string, attempt func(context.Context) (*lease, error)) (*lease, error) {
 	// Every backend call is bounded by the caller's ctx and by Close.
 	opCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(m.c.closing, func() { cancel(ErrClosed) })
+	stop := context.AfterFunc(c.closing, func() { cancel(ErrClosed) })
 	defer stop()
 
-	l, err := m.attempts(opCtx, mode, wait)
+	l, err := attempt(opCtx)
 	if err != nil {
 		if errors.Is(context.Cause(opCtx), ErrClosed) && ctx.Err() == nil {
 			return nil, ErrClosed
 		}
-		return nil, wrapErr(ctx, op, m.key, err)
+		return nil, wrapErr(ctx, op, key, err)
 	}
-	if !m.c.track(l) {
+	if !c.track(l) {
 		// Close ran while the grant was on its way: give it back.
 		_ = l.end(context.WithoutCancel(ctx), ErrClosed)
 		return nil, ErrClosed

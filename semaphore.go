@@ -24,7 +24,9 @@ import (
 // works on every backend: permit i of the semaphore "KEY" is the lock
 // "KEY/permit/i" (i from 0 to Permits-1), and a further lock, "KEY/gate",
 // orders the waiters. TryAcquire tries the permits' locks once each,
-// starting at a random one, and takes the first free one. Acquire first
+// starting at a random one, and takes the first free one: in one request
+// when the driver can try several locks at once (driver.AnyAcquirer), one
+// request per lock otherwise. Acquire first
 // takes the gate (a Mutex, so its waiters queue as a Mutex's do), then,
 // holding it, takes the first permit that is free or becomes free, then
 // releases the gate: the order in which waiters get the gate is the order
@@ -78,10 +80,13 @@ import (
 // Options that apply: WithTTL, WithoutRenewal (for the permits; the gate is
 // always renewed while its holder waits), WithPolling and WithFailFast.
 //
-// A backend that counts natively (holders in one hash, lease-node recipes)
-// could grant permits in one request instead of one per permit tried; the
-// driver contract has no such capability yet, and the core grants every
-// permit through the permits' locks.
+// The permits are plain locks on every backend, also where the driver
+// tries them all in one request: a backend's own counting structure (holders
+// in one hash, a lease-node recipe) would be a second protocol, with fencing
+// and loss of its own to prove, and clients that take permits one lock at a
+// time would not see its holders. Over locks, every Lease promise carries
+// over unchanged, and so does mixing clients that try permits one at a time
+// with clients that try them all at once.
 type Semaphore interface {
 	// Key returns the semaphore's name.
 	Key() string
@@ -102,10 +107,11 @@ type Semaphore interface {
 	TryAcquire(ctx context.Context) (Lease, error)
 }
 
-// MaxPermits is the most permits a Semaphore may have. Over the drivers'
-// plain locks, a TryAcquire of a full semaphore costs a request per permit,
-// and so does every try of a waiting Acquire: past a few hundred permits a
-// wait would load the backend more than it serves.
+// MaxPermits is the most permits a Semaphore may have. Without a
+// driver.AnyAcquirer, a TryAcquire of a full semaphore costs a request per
+// permit, and so does every try of a waiting Acquire: past a few hundred
+// permits a wait would load the backend more than it serves. With one, a
+// request carries every permit's key, which bounds it as well.
 const MaxPermits = 256
 
 // permitKey is the key of permit i of the semaphore key. The map from
@@ -148,12 +154,6 @@ func (c *Client) Semaphore(key string, permits int, opts ...Option) (Semaphore, 
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	// A driver that counts natively would be chosen here, once the driver
-	// contract lets it declare so (a Capabilities field granting a permit of
-	// key among permits for a request, as Acquire grants a lock): its grants
-	// would become leases through the same newLease as a lock's, over a
-	// mutex of the permit's key, and so keep every Lease promise. The
-	// permits' keys below are then the names it would report.
 	s := &semaphore{c: c, key: key, permits: make([]*mutex, permits), keys: make([]string, permits)}
 	derived := func(k string) (*mutex, error) {
 		m, err := c.newMutex(k, opts)
@@ -204,6 +204,9 @@ func (s *semaphore) TryAcquire(ctx context.Context) (Lease, error) {
 // instead of ErrLocked when nothing was granted, as TryLock reports it. Any
 // other error ends the tries at once.
 func (s *semaphore) tryAll(ctx context.Context) (Lease, time.Duration, error) {
+	if s.c.caps.AnyAcquirer != nil {
+		return s.tryAny(ctx)
+	}
 	first := rand.N(len(s.permits))
 	var soonest time.Duration
 	var expired error
@@ -226,6 +229,48 @@ func (s *semaphore) tryAll(ctx context.Context) (Lease, time.Duration, error) {
 		return nil, 0, expired
 	}
 	return nil, soonest, &Error{Op: "tryacquire", Key: s.key, Err: fmt.Errorf("all %d permits held: %w", len(s.permits), ErrLocked)}
+}
+
+// tryAny is tryAll in one request: it asks the driver for the first free
+// permit, from a random one on (driver.AnyAcquirer). The grant becomes a
+// lease of its permit's mutex exactly as a TryLock's would.
+func (s *semaphore) tryAny(ctx context.Context) (Lease, time.Duration, error) {
+	n := len(s.permits)
+	first := rand.N(n)
+	l, err := s.c.acquire(ctx, "tryacquire", s.key, driver.Exclusive, func(ctx context.Context) (*lease, error) {
+		reqs := make([]driver.Request, n)
+		for i := range reqs {
+			id, err := newID()
+			if err != nil {
+				return nil, err
+			}
+			reqs[i] = s.permits[(first+i)%n].request(driver.Exclusive, id)
+		}
+		started := time.Now()
+		dl, i, err := s.c.caps.AnyAcquirer.AcquireAny(ctx, reqs)
+		switch {
+		case errors.Is(err, ErrLocked):
+			return nil, fmt.Errorf("all %d permits held: %w", n, err)
+		case err != nil:
+			return nil, err
+		case i < 0 || i >= n:
+			// A driver's bug, reported rather than guessed at: the grant
+			// is given back, and its key is whichever the driver took.
+			cleanup, cancel := cleanupContext(ctx, s.cfg.ttl)
+			defer cancel()
+			_ = dl.Release(cleanup)
+			return nil, fmt.Errorf("dlock: the driver's AcquireAny granted request %d of %d", i, n)
+		}
+		return s.permits[(first+i)%n].granted(ctx, dl, started, driver.Exclusive)
+	})
+	if err != nil {
+		var soonest time.Duration
+		if le, ok := errors.AsType[*driver.LockedError](err); ok {
+			soonest = le.RetryAfter
+		}
+		return nil, soonest, err
+	}
+	return l, 0, nil
 }
 
 // errGateLost: the gate was lost while its holder waited for a permit (it

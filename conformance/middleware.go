@@ -16,8 +16,8 @@ import (
 // method, which decides when and with which context the inner driver sees it
 // and what the core is told. The wrapper keeps the driver's capabilities, so
 // that the core drives a wrapped driver exactly as it drives the bare one:
-// its Capabilities are the inner driver's, with the Notifier, BatchExtender
-// and Transferer (when not nil) replaced by wrappers that route their calls
+// its Capabilities are the inner driver's, with the Notifier, BatchExtender,
+// Transferer and AnyAcquirer (when not nil) replaced by wrappers that route their calls
 // through the fault. The Inspector is passed on as it is: operators' reads
 // take no lease and no fault applies to them. A lease is wrapped so that
 // Extend and Release go through the fault; its loss reports (OnLoss,
@@ -30,22 +30,24 @@ const (
 	opTry   op = iota // Acquire without Request.Block
 	opBlock           // Acquire with Request.Block
 	opTransfer
+	opAcquireAny
 	opExtend
 	opExtendBatch
 	opRelease
 	opSubscribe
 )
 
-var opNamesForLogs = [...]string{"Acquire", "Acquire(Block)", "Transfer", "Extend", "ExtendBatch", "Release", "Subscribe"}
+var opNamesForLogs = [...]string{"Acquire", "Acquire(Block)", "Transfer", "AcquireAny", "Extend", "ExtendBatch", "Release", "Subscribe"}
 
 func (o op) String() string { return opNamesForLogs[o] }
 
 // grants reports whether the call may grant a lock.
-func (o op) grants() bool { return o == opTry || o == opBlock || o == opTransfer }
+func (o op) grants() bool { return o == opTry || o == opBlock || o == opTransfer || o == opAcquireAny }
 
 // reply is what a driver call returns beside its error.
 type reply struct {
-	lease driver.Lease        // of Acquire and Transfer
+	lease driver.Lease        // of Acquire, Transfer and AcquireAny
+	index int                 // of AcquireAny
 	errs  []error             // of ExtendBatch
 	sub   driver.Subscription // of Subscribe
 }
@@ -79,6 +81,9 @@ func withFault(f fault) func(driver.Driver) driver.Driver {
 		}
 		if d.caps.Transferer != nil {
 			d.caps.Transferer = faultTransferer{d}
+		}
+		if d.caps.AnyAcquirer != nil {
+			d.caps.AnyAcquirer = faultAnyAcquirer{d}
 		}
 		return d
 	}
@@ -125,6 +130,7 @@ type (
 	faultNotifier      struct{ d *faultDriver }
 	faultBatchExtender struct{ d *faultDriver }
 	faultTransferer    struct{ d *faultDriver }
+	faultAnyAcquirer   struct{ d *faultDriver }
 )
 
 func (n faultNotifier) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
@@ -168,6 +174,18 @@ func (tr faultTransferer) Transfer(ctx context.Context, from driver.Lease, to dr
 	})
 }
 
+func (a faultAnyAcquirer) AcquireAny(ctx context.Context, reqs []driver.Request) (driver.Lease, int, error) {
+	d := a.d
+	r, err := d.f.call(ctx, opAcquireAny, func(ctx context.Context) (reply, error) {
+		l, i, err := d.innerCaps.AnyAcquirer.AcquireAny(ctx, reqs)
+		return reply{lease: l, index: i}, err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return &faultLease{Lease: r.lease, d: d}, r.index, nil
+}
+
 // faultLease routes a lease's Extend and Release through its driver's
 // fault; Token, Validity, OnLoss and Uncertain are the inner lease's.
 type faultLease struct {
@@ -203,4 +221,5 @@ var (
 	_ driver.Notifier      = faultNotifier{}
 	_ driver.BatchExtender = faultBatchExtender{}
 	_ driver.Transferer    = faultTransferer{}
+	_ driver.AnyAcquirer   = faultAnyAcquirer{}
 )

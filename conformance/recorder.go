@@ -34,6 +34,7 @@ func recordCapabilities(c driver.Capabilities) results.Capabilities {
 		Transferer:    c.Transferer != nil,
 		Inspector:     c.Inspector != nil,
 		Values:        c.Values,
+		AnyAcquirer:   c.AnyAcquirer != nil,
 	}
 }
 

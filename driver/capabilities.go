@@ -94,6 +94,12 @@ type Capabilities struct {
 	// it, two round trips apart.
 	Transferer Transferer
 
+	// AnyAcquirer, when not nil, takes the first free lock among several in
+	// one round trip: a semaphore tries all its permits' locks at once.
+	//
+	// Without it, the core tries them one request at a time.
+	AnyAcquirer AnyAcquirer
+
 	// Inspector, when not nil, describes a lock without taking it, for
 	// operators (dlock inspect).
 	//
@@ -203,6 +209,36 @@ type BatchExtender interface {
 // relies on that to recover the grant, or to give it back.
 type Transferer interface {
 	Transfer(ctx context.Context, from Lease, to Request) (Lease, error)
+}
+
+// AnyAcquirer takes the first free lock among several in one round trip. A
+// dlock.Semaphore is a set of plain locks, one per permit; with an
+// AnyAcquirer the core asks for any free permit in one request instead of
+// one request per permit.
+//
+// AcquireAny(ctx, reqs) does what calling Acquire with reqs[0], reqs[1], ...
+// in turn would do, stopping at the first grant, and returns that grant and
+// its index. The core sends 1 to 256 requests for distinct keys, each
+// Exclusive, without Block, Wait, Owner or Value, each with its own ID. The
+// returned Lease is an ordinary lease of reqs[i].Key, in every way one that
+// Acquire(reqs[i]) would have returned: its token is that key's next one
+// (requirement 6), its validity counts from the start of this call, and
+// Extend, Release, Transfer, BatchExtender and the Inspector treat it as
+// that key's hold. A plain Acquire of that key is excluded by it, and it by
+// a plain Acquire's hold: the permits stay the same locks whether they are
+// asked for one at a time or all at once, so clients of either kind share a
+// semaphore safely.
+//
+// At most one request is granted: when every lock is held, AcquireAny
+// returns an error satisfying errors.Is(err, ErrLocked) (a [*LockedError]
+// whose RetryAfter is the soonest expiry among them, when the backend
+// tells) and leaves nothing behind. When the call fails in a way that may
+// have taken effect (a timeout, a lost reply), the driver releases every
+// request by its ID before returning (requirement 2). The requests need not
+// be tried as one atomic step: each lock's own atomic grant is what
+// excludes, and the order only decides which free lock is taken.
+type AnyAcquirer interface {
+	AcquireAny(ctx context.Context, reqs []Request) (Lease, int, error)
 }
 
 // Inspector describes a lock without taking it, for operators (dlock

@@ -13,17 +13,19 @@
 //   - facts about the backend (read locks, reentrancy, waiting in the
 //     backend's own queue, blocks of fencing tokens, the TTLs and keys it
 //     accepts, values stored with a hold), as plain fields;
-//   - four optional behaviours, each an interface of its own because its
+//   - five optional behaviours, each an interface of its own because its
 //     shape differs from a lock's ([Notifier], [BatchExtender],
-//     [Transferer], [Inspector]), as fields that are nil when the backend
-//     lacks them.
+//     [Transferer], [AnyAcquirer], [Inspector]), as fields that are nil
+//     when the backend lacks them.
 //
 // The core never type-asserts a driver or a lease: what Capabilities says is
 // all it uses. A wrapper (metrics, fault injection) therefore keeps every
 // capability by returning its inner driver's value with the optional
 // behaviours replaced by its own wrappers of them. A wrapper that wraps
-// leases must at least wrap BatchExtender and Transferer, which are handed
-// its leases and must unwrap them for the inner driver; one that embeds the
+// leases must at least wrap BatchExtender, Transferer and AnyAcquirer: the
+// first two are handed its leases and must unwrap them for the inner
+// driver, and the grants of all three must be wrapped as Acquire's are. One
+// that embeds the
 // inner Driver inherits its Capabilities method, so it declares its own
 // whenever it wraps leases or means to hide a capability.
 //

@@ -63,6 +63,9 @@ type Capabilities struct {
 	// Info.Value (an election's leader). Omitted when false, so that the
 	// records written before drivers could declare it read unchanged.
 	Values bool `json:"values,omitempty"`
+	// AnyAcquirer: the driver takes the first free lock among several in
+	// one request (a semaphore's permits). Omitted when false, as Values.
+	AnyAcquirer bool `json:"any_acquirer,omitempty"`
 }
 
 // Hooks says which of the harness's optional hooks were given, and so

@@ -40,7 +40,7 @@ func TestConformance(t *testing.T) {
 		"ContextLossReports": {memory.WithContextLossReports()},
 		"Notifications":      {memory.WithoutBlocking(), memory.WithoutLossReports()},
 		"TokenBlocks":        {memory.WithoutBlocking(), memory.WithTokenBlocks(8)},
-		"PollingOnly":        {memory.WithoutBlocking(), memory.WithoutNotifications(), memory.WithoutLossReports()},
+		"PollingOnly":        {memory.WithoutBlocking(), memory.WithoutNotifications(), memory.WithoutLossReports(), memory.WithoutAnyAcquirer()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

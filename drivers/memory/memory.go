@@ -11,12 +11,14 @@
 // # Capabilities
 //
 // By default: Shared, Reentrant, Blocking, Notifier, BatchExtender,
-// Inspector, and loss reports through Lease.OnLoss when a fault hook
+// AnyAcquirer, Inspector, Values, and loss reports through Lease.OnLoss when a fault hook
 // (Tamper, Restart) removes a lock. Options change the set, so that the
 // core's fallbacks can be tested against it too:
 //   - WithoutBlocking: not Blocking, and a Transferer instead (a Blocking
 //     driver cannot declare one, see driver.Capabilities.Check);
 //   - WithoutNotifications: no Notifier;
+//   - WithoutAnyAcquirer: no AnyAcquirer (a semaphore tries its permits one
+//     at a time);
 //   - WithoutLossReports: leases report nothing (as with driver.NoReports);
 //   - WithContextLossReports: leases report through a context per lease,
 //     watched with context.AfterFunc;
@@ -49,8 +51,8 @@ import (
 type Option func(*options)
 
 type options struct {
-	noBlocking, noNotify, noLossReports, contextLossReports bool
-	tokenBlock                                              uint64
+	noBlocking, noNotify, noAnyAcquirer, noLossReports, contextLossReports bool
+	tokenBlock                                                             uint64
 }
 
 // WithoutBlocking makes the Driver not Blocking, so the core waits by
@@ -61,6 +63,10 @@ func WithoutBlocking() Option { return func(o *options) { o.noBlocking = true } 
 // WithoutNotifications makes the Driver lack a Notifier, so the core falls
 // back to polling.
 func WithoutNotifications() Option { return func(o *options) { o.noNotify = true } }
+
+// WithoutAnyAcquirer makes the Driver lack an AnyAcquirer, so a semaphore
+// tries its permits' locks one request at a time.
+func WithoutAnyAcquirer() Option { return func(o *options) { o.noAnyAcquirer = true } }
 
 // WithoutLossReports makes leases report no loss through Lease.OnLoss, so
 // the core finds losses by renewal only.
@@ -99,6 +105,9 @@ func New(b *Backend, opts ...Option) driver.Driver {
 	if !o.noNotify {
 		c.caps.Notifier = c
 	}
+	if !o.noAnyAcquirer {
+		c.caps.AnyAcquirer = c
+	}
 	if o.noBlocking {
 		c.caps.Transferer = c
 	}
@@ -112,6 +121,7 @@ var (
 	_ driver.Notifier      = (*client)(nil)
 	_ driver.BatchExtender = (*client)(nil)
 	_ driver.Transferer    = (*client)(nil)
+	_ driver.AnyAcquirer   = (*client)(nil)
 	_ driver.Inspector     = (*client)(nil)
 )
 

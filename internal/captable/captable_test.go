@@ -45,8 +45,8 @@ func records() []results.Backend {
 func TestRenderTable(t *testing.T) {
 	got := renderTable(records(), module)
 	for _, want := range []string{
-		"| `mariadb` | `example.com/mariadb` | no | no | no | no | no | no | no | no | no | the core's | ≥ 5 s | none | 1 / 2 |\n",
-		"| `memory/TokenBlocks` | [`drivers/memory`](drivers/memory) | yes | yes | no | yes | yes | yes | yes | yes | 8 | the core's and the driver's | the core's | tamper, pause, restart | 3 / 0 |\n",
+		"| `mariadb` | `example.com/mariadb` | no | no | no | no | no | no | no | no | no | no | the core's | ≥ 5 s | none | 1 / 2 |\n",
+		"| `memory/TokenBlocks` | [`drivers/memory`](drivers/memory) | yes | yes | no | yes | yes | yes | yes | yes | no | 8 | the core's and the driver's | the core's | tamper, pause, restart | 3 / 0 |\n",
 		"- `mariadb`: ≥ 5 s: whole seconds\n",
 		"- `ReadersShare` on `mariadb`: the driver has no read-write locks\n- `Transfer` on `mariadb`: the driver declares no Transferer\n",
 	} {

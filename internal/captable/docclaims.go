@@ -34,6 +34,7 @@ var capabilityNames = map[string]func(results.Capabilities) bool{
 	"Transferer":    func(c results.Capabilities) bool { return c.Transferer },
 	"Inspector":     func(c results.Capabilities) bool { return c.Inspector },
 	"Values":        func(c results.Capabilities) bool { return c.Values },
+	"AnyAcquirer":   func(c results.Capabilities) bool { return c.AnyAcquirer },
 }
 
 var (

@@ -29,6 +29,7 @@ var columns = []column{
 	{"transfer (`Transferer`)", func(r results.Backend) string { return yesNo(r.Capabilities.Transferer) }},
 	{"inspection (`Inspector`)", func(r results.Backend) string { return yesNo(r.Capabilities.Inspector) }},
 	{"leader's value (`Values`)", func(r results.Backend) string { return yesNo(r.Capabilities.Values) }},
+	{"any permit in one request (`AnyAcquirer`)", func(r results.Backend) string { return yesNo(r.Capabilities.AnyAcquirer) }},
 	{"token blocks (`TokenBlock`)", func(r results.Backend) string { return tokenBlock(r.Capabilities.TokenBlock) }},
 	{"key rules (`CheckKey`)", func(r results.Backend) string {
 		if r.Capabilities.CheckKey {
@@ -222,6 +223,7 @@ var capabilityFields = map[string]func(results.Capabilities) bool{
 	"transferer":     func(c results.Capabilities) bool { return c.Transferer },
 	"inspector":      func(c results.Capabilities) bool { return c.Inspector },
 	"values":         func(c results.Capabilities) bool { return c.Values },
+	"any_acquirer":   func(c results.Capabilities) bool { return c.AnyAcquirer },
 }
 
 // renderWith lists the records that declare the capability field.
