@@ -17,8 +17,9 @@ import (
 // Else(If(second free) Then(put second) Else(...)), inside the session
 // fence's transaction, and etcd's check of a transaction counts every level
 // of nesting against --max-txn-ops (default 128): each level's allowance is
-// its parent's less the parent's own operations, so a chain deeper than
-// about 126 is refused whole (ErrTooManyOps). A server configured lower
+// its parent's less the parent's own operations, so under the default a
+// chain of 127 fits in the fence's transaction and one of 128 is refused
+// whole (ErrTooManyOps; measured on etcd 3.4). A server configured lower
 // makes AcquireAny halve its chains until they fit.
 const anyChain = 120
 

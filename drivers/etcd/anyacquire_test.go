@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -274,6 +276,68 @@ func TestAcquireAnyLostReplyLeavesNothing(t *testing.T) {
 	l, i, err := d.AcquireAny(ctxFor(t), requests())
 	if err != nil || i != 1 {
 		t.Fatalf("AcquireAny after the tidying: request %d, %v; want request 1 granted", i, err)
+	}
+	if err := l.Release(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nestingLimit is a client interceptor that refuses, as a server with a
+// low --max-txn-ops does, every Txn nested deeper than max levels.
+type nestingLimit struct {
+	max     int
+	refused atomic.Int64
+}
+
+func (n *nestingLimit) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if txn, ok := req.(*etcdserverpb.TxnRequest); ok && depth(txn) > n.max {
+		n.refused.Add(1)
+		return rpctypes.ErrGRPCTooManyOps
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// depth is how many transactions txn nests, itself included.
+func depth(txn *etcdserverpb.TxnRequest) int {
+	deepest := 0
+	for _, ops := range [][]*etcdserverpb.RequestOp{txn.Success, txn.Failure} {
+		for _, op := range ops {
+			if inner := op.GetRequestTxn(); inner != nil {
+				deepest = max(deepest, depth(inner))
+			}
+		}
+	}
+	return 1 + deepest
+}
+
+// Against a server that takes fewer nested levels than anyChain, AcquireAny
+// halves its chains until they fit, and still grants the first free lock.
+func TestAcquireAnyHalvesChainsTooDeep(t *testing.T) {
+	limit := &nestingLimit{max: 30}
+	cli := testkit.Closing(t, "clientv3.New", func() (*clientv3.Client, error) {
+		return clientv3.New(clientv3.Config{
+			Endpoints:   endpoints(t),
+			Logger:      zap.NewNop(),
+			DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(limit.intercept)},
+		})
+	})
+	d := newTestDriver(t, cli, WithSessionTTL(anyTTL))
+	other := newTestDriver(t, newCli(t), WithSessionTTL(anyTTL))
+	base := testkit.Key(t)
+	const n, held = 100, 70
+	reqs := make([]driver.Request, n)
+	for i := range reqs {
+		reqs[i] = testkit.Request(fmt.Sprintf("%s/permit/%d", base, i), anyTTL)
+		if i < held {
+			testkit.MustAcquire(t, ctxFor(t), other, testkit.Request(reqs[i].Key, anyTTL))
+		}
+	}
+	l, i, err := d.AcquireAny(ctxFor(t), reqs)
+	if err != nil || i != held {
+		t.Fatalf("AcquireAny: request %d, %v; want request %d granted", i, err, held)
+	}
+	if limit.refused.Load() == 0 {
+		t.Fatal("no transaction was deeper than the limit: the test tests nothing")
 	}
 	if err := l.Release(ctxFor(t)); err != nil {
 		t.Fatal(err)
