@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,6 +112,59 @@ func TestAcquireAnyTakesFirstFree(t *testing.T) {
 	mustRelease(t, l)
 	mustRelease(t, h0)
 	mustRelease(t, h2)
+}
+
+// Clients that ask for any key and clients that try one key at a time
+// exclude each other: the keys are the same advisory locks either way.
+func TestAcquireAnyExcludesPlainTries(t *testing.T) {
+	noLeaks(t)
+	const workers, rounds = 4, 40
+	dAny, dEach := newTestDriver(t), newTestDriver(t)
+	keys := anyKeys(t, 2)
+	inside := make([]atomic.Int32, len(keys))
+	hold := func(i int, l driver.Lease) {
+		if n := inside[i].Add(1); n != 1 {
+			t.Errorf("%d holders of %q at once", n, keys[i])
+		}
+		inside[i].Add(-1)
+		if err := l.Release(ctxFor(t)); err != nil {
+			t.Errorf("Release: %v", err)
+		}
+	}
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for r := range rounds {
+				if w%2 == 0 {
+					l, i, err := dAny.AcquireAny(ctxFor(t), anyReqs(keys...))
+					switch {
+					case err == nil:
+						granted.Add(1)
+						hold(i, l)
+					case !errors.Is(err, driver.ErrLocked):
+						t.Errorf("AcquireAny: %v", err)
+						return
+					}
+					continue
+				}
+				i := r % len(keys)
+				l, err := dEach.Acquire(ctxFor(t), testkit.Request(keys[i], anyTTL))
+				switch {
+				case err == nil:
+					granted.Add(1)
+					hold(i, l)
+				case !errors.Is(err, driver.ErrLocked):
+					t.Errorf("Acquire: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if granted.Load() == 0 {
+		t.Error("nothing was granted: the test did not test anything")
+	}
 }
 
 // When every key is held, AcquireAny returns ErrLocked and leaves nothing
