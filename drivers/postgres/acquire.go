@@ -129,7 +129,13 @@ func (d *Driver) attemptStatement(ctx context.Context, wait bool, reqs []driver.
 			return nil, 0, 0, fmt.Errorf("postgres: the acquisition statement granted request %d of %d", res.index, len(reqs))
 		}
 		req := reqs[res.index]
-		validity := req.TTL + min(res.waited, time.Since(started))
+		validity := req.TTL
+		if wait {
+			// Only a wait in the queue adds to the TTL (requirement 4):
+			// a try's own run time is not a wait, and its validity is
+			// the TTL, as the contract bounds it.
+			validity += min(res.waited, time.Since(started))
+		}
 		return d.newLease(s, req, keys[res.index], res.token, validity, started), res.index, granted, nil
 	}
 }
