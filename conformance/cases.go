@@ -83,6 +83,8 @@ var cases = []testCase{
 		rule: "under contention, readers overlap only readers and a writer overlaps nobody"},
 	{name: "Transfer", run: testTransfer,
 		rule: "a driver's Transferer hands a held exclusive lock to another request atomically, with a greater token; the former holder can no longer release, extend or transfer it, and a shared read lock is not transferred"},
+	{name: "AnyAcquire", run: testAnyAcquire,
+		rule: "a driver's AnyAcquirer grants the first free lock among several, as Acquire would grant it (a plain Acquire of the key is excluded, and its token continues the key's sequence); it takes one lock only, and a call refused because every lock is held, or whose context has ended, takes none"},
 	{name: "TokenBlock", run: testTokenBlock,
 		rule: "the grants of a driver with a TokenBlock (acquisitions and transfers) each reserve their block of fencing tokens: no later grant, on any client, gets a token inside it"},
 	// Semaphores: dlock.Semaphore, built by the core over the driver's locks.

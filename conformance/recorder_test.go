@@ -39,7 +39,7 @@ func TestRecordCapabilities(t *testing.T) {
 	caps.CheckKey = func(string) error { return nil }
 	got := recordCapabilities(caps)
 	want := results.Capabilities{Shared: true, Reentrant: true, TokenBlock: 8, MinTTL: "2s", MaxTTL: "24h0m0s", TTLReason: "why",
-		CheckKey: true, Notifier: true, BatchExtender: true, Transferer: true, Inspector: true, Values: true}
+		CheckKey: true, Notifier: true, BatchExtender: true, Transferer: true, Inspector: true, Values: true, AnyAcquirer: true}
 	if got != want {
 		t.Errorf("recordCapabilities = %+v, want %+v", got, want)
 	}
