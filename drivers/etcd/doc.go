@@ -75,7 +75,9 @@
 //
 // Capabilities: Shared, Reentrant, Blocking (server-side waiting in FIFO
 // order), MaxTTL (the session TTL, below), BatchExtender (one read-only
-// transaction checks up to 120 locks), Inspector and Values (a request's
+// transaction checks up to 120 locks), AnyAcquirer (one transaction tries
+// up to 120 locks in order, each as a non-blocking Acquire would, each try
+// nested in the Else of the one before), Inspector and Values (a request's
 // value is the value of its queue entry, written by the put that creates
 // the entry and so grants the entry's fencing token; Inspect reads the
 // holder's entry, value and token, at one revision). Leases report losses

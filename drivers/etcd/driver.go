@@ -73,8 +73,9 @@ func newDriver(cli *clientv3.Client, owned bool, o options) *Driver {
 }
 
 // Capabilities reports read-write and reentrant locks, waiting in etcd's
-// queue (Blocking), batched renewal, inspection with the holder's value
-// (Values: see Inspect), and TTLs up to the
+// queue (Blocking), batched renewal, the first free lock among several in
+// one transaction (AnyAcquirer: see AcquireAny), inspection with the
+// holder's value (Values: see Inspect), and TTLs up to the
 // Driver's session TTL (see "Capabilities" in the package documentation).
 // Every key the core accepts is accepted: etcd names are binary safe, and
 // the driver's escaping keeps every key's names apart.
@@ -90,6 +91,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		MaxTTL:        d.ttl,
 		TTLReason:     fmt.Sprintf("this etcd driver's session TTL of %v bounds every lock's; open the driver with a longer session TTL (URL parameter session_ttl, or WithSessionTTL)", d.ttl),
 		BatchExtender: d,
+		AnyAcquirer:   d,
 		Inspector:     d,
 		Values:        true,
 	}

@@ -62,16 +62,31 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, wait bool) (dr
 	}
 }
 
-// attempt makes one acquisition statement on a session of its own, retrying
-// on another session when an idle one turns out to have died meanwhile.
+// attempt makes one acquisition statement for req on a session of its own
+// (see attemptStatement).
 func (d *Driver) attempt(ctx context.Context, req driver.Request, k lockKeys, wait bool) (*lease, outcome, error) {
+	l, _, out, err := d.attemptStatement(ctx, wait, []driver.Request{req}, []lockKeys{k}, func(s *session) (result, bool, error) {
+		return d.run(ctx, s, req, k, wait)
+	})
+	return l, out, err
+}
+
+// attemptStatement runs one acquisition statement, run, on a session of its
+// own, retrying on another session when an idle one turns out to have died
+// meanwhile, and makes the lease of the request the statement was granted
+// (reqs[res.index], whose keys are keys[res.index]): the only one for an
+// Acquire, the first free one for an AcquireAny. Whatever the statement may
+// have taken is given back when its outcome is an error or comes after ctx
+// ended: every lock it took is on that one session, so undoing the session
+// undoes them all.
+func (d *Driver) attemptStatement(ctx context.Context, wait bool, reqs []driver.Request, keys []lockKeys, run func(s *session) (result, bool, error)) (*lease, int, outcome, error) {
 	for {
 		s, err := d.sessions.get(ctx, wait)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		started := time.Now()
-		res, cancelled, err := d.run(ctx, s, req, k, wait)
+		res, cancelled, err := run(s)
 		if err != nil {
 			if !cancelled && ctx.Err() == nil && s.reused && !isServerError(err) && !errors.Is(err, ErrSessionChanged) {
 				// The idle connection had died (a server restart, an
@@ -81,7 +96,7 @@ func (d *Driver) attempt(ctx context.Context, req driver.Request, k lockKeys, wa
 				continue
 			}
 			d.undo(s)
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		if !res.ok || res.pid != s.pid {
 			// The statement acted on no lock (its marker check failed),
@@ -89,9 +104,9 @@ func (d *Driver) attempt(ctx context.Context, req driver.Request, k lockKeys, wa
 			// which ends that session if it is ours after all.
 			d.sessions.drop(s)
 			if !res.ok {
-				return nil, 0, sessionChanged("a statement reached a server session that is not the driver's (backend %d, the driver set up %d)", res.pid, s.pid)
+				return nil, 0, 0, sessionChanged("a statement reached a server session that is not the driver's (backend %d, the driver set up %d)", res.pid, s.pid)
 			}
-			return nil, 0, sessionChanged("the backend process changed from %d to %d", s.pid, res.pid)
+			return nil, 0, 0, sessionChanged("the backend process changed from %d to %d", s.pid, res.pid)
 		}
 		if cancelled {
 			// ctx ended while the statement ran: whatever it got is
@@ -100,26 +115,40 @@ func (d *Driver) attempt(ctx context.Context, req driver.Request, k lockKeys, wa
 				d.racedGrants.Add(1)
 			}
 			d.undo(s)
-			return nil, 0, ctx.Err()
+			return nil, 0, 0, ctx.Err()
 		}
 		if !res.held {
 			d.sessions.put(s)
 			if res.got {
-				return nil, blocked, nil
+				return nil, 0, blocked, nil
 			}
-			return nil, locked, nil
+			return nil, 0, locked, nil
 		}
-		validity := req.TTL + min(res.waited, time.Since(started))
-		return d.newLease(s, req, k, res.token, validity, started), granted, nil
+		if res.index < 0 || res.index >= len(reqs) {
+			d.undo(s)
+			return nil, 0, 0, fmt.Errorf("postgres: the acquisition statement granted request %d of %d", res.index, len(reqs))
+		}
+		req := reqs[res.index]
+		validity := req.TTL
+		if wait {
+			// Only a wait in the queue adds to the TTL (requirement 4):
+			// a try's own run time is not a wait, and its validity is
+			// the TTL, as the contract bounds it.
+			validity += min(res.waited, time.Since(started))
+		}
+		return d.newLease(s, req, keys[res.index], res.token, validity, started), res.index, granted, nil
 	}
 }
 
 // result is what an acquisition statement reports.
 type result struct {
 	ok, got, held bool
-	token         uint64
-	waited        time.Duration // from the statement's arrival to the grant
-	pid           uint32
+	// index is the request granted, among those of an AcquireAny; 0 for
+	// the one request of an Acquire.
+	index  int
+	token  uint64
+	waited time.Duration // from the statement's arrival to the grant
+	pid    uint32
 }
 
 // run executes the acquisition statement of req on s.

@@ -73,7 +73,8 @@
 // # Capabilities
 //
 // Capabilities: Shared, Reentrant, Blocking, CheckKey (explicit advisory
-// keys, see "Keys"), Inspector (from pg_locks) and Values (the value of a
+// keys, see "Keys"), AnyAcquirer (a semaphore's permits tried in one
+// statement, below), Inspector (from pg_locks) and Values (the value of a
 // plain exclusive hold, with its token, below). In detail: exclusive locks
 // (pg_advisory_lock), read-write locks (Shared: pg_advisory_lock_shared, so
 // readers share a lock and a writer excludes them), reentrant locks
@@ -93,6 +94,18 @@
 // Acquire returns, never leaked. Should the server not answer within half a
 // second, the connection is closed instead, which ends the session and its
 // locks.
+//
+// A semaphore's try for any free permit (driver.AnyAcquirer) is one
+// statement too: on one connection it tries the permits' keys in turn, each
+// as a try tries its one key, and stops at the first grant, which draws the
+// fencing token and sets the expiry as a try does. So it takes at most one
+// lock, and the lease is an ordinary one of that permit's key: clients that
+// try permits one at a time and clients that ask for any exclude each other,
+// each permit being a plain advisory lock either way. The statement is a
+// recursive query that tries one key per iteration, and stops iterating
+// after a grant; it needs nothing installed in the database. Its failure or
+// cancellation is undone as a try's is: the session's locks are unlocked, or
+// its connection closed.
 //
 // Release runs pg_advisory_unlock_all on the lease's session, which holds
 // nothing but the lease's locks. Extend is a heartbeat on the same

@@ -171,18 +171,20 @@ func (d *Driver) checkPooler(ctx context.Context, s *session) error {
 }
 
 // Capabilities reports read-write and reentrant locks, waiting in
-// PostgreSQL's lock queue (Blocking), and inspection with the value and
-// token of a hold taken with a value (Values: see Inspect). It accepts every TTL
+// PostgreSQL's lock queue (Blocking), the first free lock among several in
+// one statement (AnyAcquirer: see AcquireAny), and inspection with the value
+// and token of a hold taken with a value (Values: see Inspect). It accepts every TTL
 // the core accepts (10 ms to 30 days), and every key, as keys are hashed,
 // except malformed explicit advisory keys (CheckKey; see [AdvisoryKey]).
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
-		Shared:    true,
-		Reentrant: true,
-		Blocking:  true,
-		CheckKey:  validateKey,
-		Inspector: d,
-		Values:    true,
+		Shared:      true,
+		Reentrant:   true,
+		Blocking:    true,
+		CheckKey:    validateKey,
+		AnyAcquirer: d,
+		Inspector:   d,
+		Values:      true,
 	}
 }
 

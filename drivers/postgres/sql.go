@@ -129,8 +129,11 @@ type statements struct {
 	// tryValue and lockValue are tryExclusive and lockExclusive for a
 	// request with a value (valueSQL), which is their sixth parameter.
 	tryValue, lockValue statement
-	release             statement
-	heartbeat           statement
+	// tryAny tries several exclusive locks in turn and takes the first
+	// free one (anySQL, for AcquireAny).
+	tryAny    statement
+	release   statement
+	heartbeat statement
 }
 
 func newStatements(o options) statements {
@@ -151,6 +154,7 @@ func newStatements(o options) statements {
 		lockExclusive: statement{"dlock_lock_exclusive", lockExcl},
 		tryValue:      statement{"dlock_try_value", valueSQL(tryExcl, "$6", values)},
 		lockValue:     statement{"dlock_lock_value", valueSQL(lockExcl, "$6", values)},
+		tryAny:        statement{"dlock_try_any", anySQL(fence)},
 		tryShared:     statement{"dlock_try_shared", acquireSQL("pg_try_advisory_lock_shared($1)", "pg_advisory_unlock_shared", sharedProbes, 1, fence)},
 		lockShared:    statement{"dlock_lock_shared", acquireSQL("pg_advisory_lock_shared($1)::text = ''", "pg_advisory_unlock_shared", sharedProbes, 1, fence)},
 		// Release ends every session-level advisory lock of the session:
