@@ -163,7 +163,9 @@ func (c *Client) Close(ctx context.Context) error {
 	c.qmu.Lock()
 	idle := make([]driver.Subscription, 0, len(c.idle))
 	for id, s := range c.idle {
-		idle = append(idle, s.sub)
+		if s.sub != nil { // kept for its lease alone (waitqueue.go)
+			idle = append(idle, s.sub)
+		}
 		delete(c.idle, id)
 	}
 	c.qmu.Unlock()

@@ -161,7 +161,8 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 			}
 		}
 	}
-	// When the previous head left with the lock, it is held: wait first.
+	// When the previous head left with the lock, or a lease of this Client
+	// holds it (enqueue), it is held: wait first, offered for a handoff.
 	// Otherwise try once before subscribing: the lock is usually free, and
 	// an uncontended Lock then costs no subscription (nor the notification
 	// of its own release). This try does not queue (driver.Request.Wait):

@@ -30,7 +30,8 @@ type waitQueue struct {
 	// sub is the backend subscription successive heads share, so that a
 	// handoff inside the process costs no SUBSCRIBE and UNSUBSCRIBE.
 	sub driver.Subscription
-	// held: the previous head left with the lock, so the new head need not
+	// held: the previous head left with the lock, or, for a new queue, a
+	// lease of this Client holds it (enqueue), so the new head need not
 	// try before the next wake-up.
 	held bool
 	// cand is the head's offer to take the lock by transfer while it is
@@ -59,7 +60,8 @@ type queueID struct {
 
 // enqueue puts a waiter at the end of its queue; it is the head at once when
 // the queue was empty. req is set when the lock can be handed over to it. A
-// new queue adopts the subscription the previous one left behind.
+// new queue adopts the subscription the previous one left behind, and
+// learns from it whether a lease of this Client holds the lock.
 func (c *Client) enqueue(key string, mode driver.Mode, owner string, req *driver.Request, renew bool) (*waitQueue, *waiter) {
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
@@ -69,7 +71,23 @@ func (c *Client) enqueue(key string, mode driver.Mode, owner string, req *driver
 		q = c.queues[key][i]
 	} else {
 		id := queueID{key, mode, owner}
-		q = &waitQueue{key: key, mode: mode, owner: owner, kick: make(chan struct{}, 1), sub: c.idle[id].sub}
+		idle := c.idle[id]
+		q = &waitQueue{key: key, mode: mode, owner: owner, kick: make(chan struct{}, 1), sub: idle.sub}
+		// A lease of this Client holds the lock (the last waiter of the
+		// previous queue left with it, and it has not ended): the head
+		// waits for its Unlock, which hands the lock to the head's offer
+		// or kicks the queue (both under c.qmu, after this), instead of
+		// first asking the backend for a lock known to be held. Asking
+		// would cost two round trips, during which an Unlock finds no
+		// offer and sends the handoff through the backend.
+		q.held = req != nil && idle.l != nil && !idle.l.ended.Load()
+		if q.held {
+			// The handoffs go on from the previous queue's: they
+			// count towards yielding to other Clients (handoff.go),
+			// or two goroutines passing the lock back and forth,
+			// each alone in its queue, would never yield it.
+			q.transfers = idle.transfers
+		}
 		delete(c.idle, id)
 		c.queues[key] = append(c.queues[key], q)
 	}
@@ -100,8 +118,11 @@ func (c *Client) dequeue(q *waitQueue, w *waiter, l *lease) {
 		if len(c.queues[q.key]) == 0 {
 			delete(c.queues, q.key)
 		}
-		if acquired && sub != nil {
-			c.idle[queueID{q.key, q.mode, q.owner}], sub = idleSub{sub, l}, nil
+		if acquired && (sub != nil || l.m.transferable(l.mode)) {
+			// Kept without a subscription too when l's lock can be
+			// handed over: the next queue's head then knows that l
+			// holds it (enqueue).
+			c.idle[queueID{q.key, q.mode, q.owner}], sub = idleSub{sub, l, q.transfers}, nil
 		}
 	case i == 0:
 		q.held = acquired
@@ -120,11 +141,13 @@ func (c *Client) dequeue(q *waitQueue, w *waiter, l *lease) {
 	}
 }
 
-// idleSub is a subscription left behind by a queue whose last waiter, l,
-// left with the lock.
+// idleSub is what a queue whose last waiter, l, left with the lock leaves
+// behind: its subscription (nil when it had none), l, and its count of
+// consecutive handoffs.
 type idleSub struct {
-	sub driver.Subscription
-	l   *lease
+	sub       driver.Subscription
+	l         *lease
+	transfers int
 }
 
 // dropIdle closes the subscription the queue of l's lock left behind when l
@@ -137,7 +160,7 @@ func (c *Client) dropIdle(l *lease) {
 		delete(c.idle, id)
 	}
 	c.qmu.Unlock()
-	if ok && idle.l == l {
+	if ok && idle.l == l && idle.sub != nil {
 		_ = idle.sub.Close()
 	}
 }

@@ -154,7 +154,9 @@ backend it can start in a container from the project's own images when a
 Docker engine answers (run from a checkout, it builds missing images with
 testenv/setup), and says which it skipped and why. --url benchmarks an
 existing server instead. A standard run takes about 20 s per backend;
---quick takes a few.
+--quick takes a few. A step that fails shows as failed, its error listed
+after the table, and the backend's other steps still report; bench then
+exits 70.
 
 --out DIR writes results.json and charts (SVG and PNG) comparing the
 backends side by side.
@@ -187,13 +189,11 @@ that those libraries stay out of dlock's dependencies).`,
 			res := results{Time: time.Now().UTC(), Quick: quick, Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())}
 			wanted := func(name string) bool { return len(only) == 0 || slices.Contains(only, name) }
 
+			// measure keeps a backend's report whatever failed in it:
+			// a failed step shows as failed beside the others' figures
+			// (Suite has told progress of each failure).
 			measure := func(t benchkit.Target) {
-				r, err := benchkit.Suite(ctx, t, sizes, progress)
-				if err != nil {
-					res.Skipped = append(res.Skipped, skipped{t.Name, "failed: " + err.Error()})
-					progress(t.Name + " failed: " + err.Error())
-					return
-				}
+				r, _ := benchkit.Suite(ctx, t, sizes, progress)
 				res.Reports = append(res.Reports, r)
 			}
 			if rawURL != "" {
@@ -229,6 +229,9 @@ that those libraries stay out of dlock's dependencies).`,
 			}
 			if len(res.Reports) == 0 {
 				return exitWith(exitUnavailable, "no backend could be measured")
+			}
+			if n := failedSteps(res.Reports); n > 0 {
+				return exitWith(exitSoftware, "%d step(s) failed (listed after the table)", n)
 			}
 			return nil
 		},

@@ -3,27 +3,61 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/dlock-go/dlock/internal/benchkit"
 )
 
-// printTable prints one row per backend, then what was skipped.
+// printTable prints one row per backend, "failed" in the cells of a step
+// that failed, then each failed step with its error, then what was
+// skipped.
 func printTable(out io.Writer, res results) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "backend\tuncontended p50\tvs raw\thandoff p50: 1 waiter\t16 in 1 client\t16 in 16 clients\trequests/cs (16 in 1)\tcs/s 8 goroutines\tcs/s 64\tJain 64\tmax/p50 wait 64\tpolling lock cs/s 64 (Jain)\theld locks\trenewal batches/period\theap/lock\tsemaphore p50 (lock p50)\tsemaphore cs/s 16 (Jain)\tfailover p50 / p95 (TTL)\t")
 	for _, r := range res.Reports {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t%.2f\t%.1f\t%s\t%d\t%.1f\t%.0f B\t%s\t%s\t%s\t\n",
-			r.Backend, benchkit.Short(r.Uncontended.Lock.P50), ratio(r.Uncontended.Ratio),
-			benchkit.Short(handoff(r, 1, 1).Latency.P50), benchkit.Short(handoff(r, 16, 1).Latency.P50), benchkit.Short(handoff(r, 16, 16).Latency.P50),
-			benchkit.PerOp(handoff(r, 16, 1).Requests), contended(r, 8).PerSecond, contended(r, 64).PerSecond,
-			contended(r, 64).Jain, contended(r, 64).MaxOverP50, polled(r), r.Held.Locks, r.Held.RenewalTripsPeriod, r.Held.HeapPerLock,
-			semaphoreLatency(r), semaphoreContended(r), failover(r))
+		// or is the cell of step: its figure, or "failed".
+		or := func(step, figure string) string {
+			if r.FailedStep(step) != "" {
+				return "failed"
+			}
+			return figure
+		}
+		h11, h161, h1616 := benchkit.StepHandoff(1, 1), benchkit.StepHandoff(16, 1), benchkit.StepHandoff(16, 16)
+		c8, c64 := benchkit.StepContended(8), benchkit.StepContended(64)
+		cells := []string{
+			r.Backend,
+			or(benchkit.StepUncontended, benchkit.Short(r.Uncontended.Lock.P50)), or(benchkit.StepUncontended, ratio(r.Uncontended.Ratio)),
+			or(h11, benchkit.Short(handoff(r, 1, 1).Latency.P50)), or(h161, benchkit.Short(handoff(r, 16, 1).Latency.P50)),
+			or(h1616, benchkit.Short(handoff(r, 16, 16).Latency.P50)), or(h161, benchkit.PerOp(handoff(r, 16, 1).Requests)),
+			or(c8, fmt.Sprintf("%.0f", contended(r, 8).PerSecond)), or(c64, fmt.Sprintf("%.0f", contended(r, 64).PerSecond)),
+			or(c64, fmt.Sprintf("%.2f", contended(r, 64).Jain)), or(c64, fmt.Sprintf("%.1f", contended(r, 64).MaxOverP50)),
+			or(benchkit.StepPolled, polled(r)),
+			or(benchkit.StepHeld, fmt.Sprintf("%d", r.Held.Locks)), or(benchkit.StepHeld, fmt.Sprintf("%.1f", r.Held.RenewalTripsPeriod)),
+			or(benchkit.StepHeld, fmt.Sprintf("%.0f B", r.Held.HeapPerLock)),
+			or(benchkit.StepSemaphore, semaphoreLatency(r)), or(benchkit.StepSemaphore, semaphoreContended(r)),
+			or(benchkit.StepFailover, failover(r)),
+		}
+		fmt.Fprintln(w, strings.Join(cells, "\t")+"\t")
 	}
 	w.Flush()
+	for _, r := range res.Reports {
+		for _, f := range r.Failed {
+			fmt.Fprintf(out, "failed %s: %s: %s\n", r.Backend, f.Step, f.Error)
+		}
+	}
 	for _, s := range res.Skipped {
 		fmt.Fprintf(out, "skipped %s: %s\n", s.Backend, s.Reason)
 	}
+}
+
+// failedSteps counts the steps that failed in reports.
+func failedSteps(reports []benchkit.Report) int {
+	n := 0
+	for _, r := range reports {
+		n += len(r.Failed)
+	}
+	return n
 }
 
 func handoff(r benchkit.Report, waiters, clients int) benchkit.Handoff {

@@ -28,6 +28,7 @@ func TestCluster(t *testing.T) {
 		checkNoDoubleGrant(t, func(t *testing.T) driver.Driver { return c.open(t) })
 	})
 	t.Run("NoGoroutineLeak", c.testNoGoroutineLeak)
+	t.Run("AcquireAnyAcrossSlots", c.testAcquireAnyAcrossSlots)
 	t.Run("Election", func(t *testing.T) {
 		checkElection(t, func(t *testing.T) driver.Driver { return c.open(t) })
 	})

@@ -26,9 +26,9 @@
 // # Capabilities
 //
 // Capabilities ([Driver.Capabilities]): Shared, Reentrant, Notifier,
-// BatchExtender, Inspector, Values, Transferer, TokenBlock 16; on [RedLock]
-// the same but Transferer. That is: exclusive, read-write and reentrant
-// locks with fencing tokens, release notifications (Notifier, by Redis
+// BatchExtender, Inspector, Values, Transferer, AnyAcquirer, TokenBlock 16;
+// on [RedLock] the same but Transferer and AnyAcquirer. That is:
+// exclusive, read-write and reentrant locks with fencing tokens, release notifications (Notifier, by Redis
 // pub/sub), batched renewal (BatchExtender, by pipelining), inspection
 // (Inspector), values stored with a hold (Values: a request's Value is
 // kept beside its hold in the lock hash, a Transfer stores the new
@@ -38,6 +38,12 @@
 // fencing tokens (TokenBlock), so an Unlock hands the lock to a waiter of
 // the same Client with no request at all, the waiter taking the block's
 // next token; past the block, in one script (Transferer), with a new block.
+// A semaphore's TryAcquire takes any free permit in one script
+// (AnyAcquirer: acquire.lua's own code, run for each permit's lock in
+// turn up to the first grant), or on a Cluster one script per run of
+// permits in one slot, since a script touches one slot only. A RedLock has
+// none: each master would pick its own free permit, and no majority need
+// agree on one.
 // There are no key or TTL rules beyond the core's. Waiting is not Blocking:
 // waiters are woken by the release's PUBLISH and retry, and the core polls
 // beside the notifications, so a lost message costs latency, never

@@ -89,8 +89,10 @@ func newDriver(client goredis.UniversalClient, owned bool, o options) *Driver {
 
 // Capabilities reports read-write and reentrant locks, release
 // notifications (Subscribe), batched renewal (ExtendBatch), direct handoff
-// (Transfer) with blocks of 16 fencing tokens, and inspection (Inspect)
-// that reports the value stored with the hold (Values): see
+// (Transfer) with blocks of 16 fencing tokens, inspection (Inspect) that
+// reports the value stored with the hold (Values), and the first free lock
+// among several in one script (AcquireAny; one per run of keys in one slot
+// on a Cluster): see
 // "Capabilities" in the package documentation. It sets no key or TTL rule
 // of its own: Redis names are binary safe, the driver's escaping keeps any
 // key's names distinct, and TTLs are rounded up to whole milliseconds, so
@@ -105,6 +107,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		Transferer:    d,
 		Inspector:     d,
 		Values:        true,
+		AnyAcquirer:   d,
 	}
 }
 

@@ -95,11 +95,7 @@ func acquire(ctx context.Context, c goredis.Scripter, n names, req driver.Reques
 // its reply. The hold stores req.Value; pending marks it unsettled until
 // the fence script runs for it (RedLock's first phase: see lua/prelude.lua).
 func runAcquire(ctx context.Context, script *goredis.Script, c goredis.Scripter, n names, req driver.Request, waiter string, block uint64, pending bool, extra ...any) (grant, error) {
-	pend := ""
-	if pending {
-		pend = "1"
-	}
-	args := append([]any{req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL), waiter, millis(queueLife(req.TTL)), block, req.Value, pend}, extra...)
+	args := append(acquireArgs(req, waiter, block, pending), extra...)
 	res, err := script.Run(ctx, c, []string{n.lock, n.fence(), n.waiters()}, args...).Int64Slice()
 	if err != nil {
 		return grant{}, err
@@ -111,6 +107,16 @@ func runAcquire(ctx context.Context, script *goredis.Script, c goredis.Scripter,
 		return grant{retry: time.Duration(max(res[1], 0)) * time.Millisecond}, nil
 	}
 	return grant{ok: true, token: uint64(res[1]), again: res[2] == 1}, nil
+}
+
+// acquireArgs are acquire.lua's ARGV for req (see runAcquire), shared with
+// anyacquire.lua, which passes them for each of its requests.
+func acquireArgs(req driver.Request, waiter string, block uint64, pending bool) []any {
+	pend := ""
+	if pending {
+		pend = "1"
+	}
+	return []any{req.ID, millis(req.TTL), modeArg(req.Mode), req.Owner, writerWait(req.TTL), waiter, millis(queueLife(req.TTL)), block, req.Value, pend}
 }
 
 // extend runs the extend script for hold id on one server.

@@ -112,7 +112,10 @@ func clientAddr(c goredis.UniversalClient) string {
 // renewal (ExtendBatch), inspection (Inspect) with the holder's value
 // (Values; see "RedLock" in the package documentation for when a holder is
 // reported) and blocks of 16 fencing tokens, as [Driver.Capabilities]
-// does; there is no Transfer. Every
+// does; there is no Transfer, and no AcquireAny (AnyAcquirer): each master
+// would pick its own first free lock among the requests, so the masters
+// could grant different permits and no majority agree on one, and the core
+// tries a semaphore's permits one request at a time instead. Every
 // master that grants reserves a block, and the second phase of an
 // acquisition moves a majority's counters past the block of the token
 // chosen, so that any later majority includes a master whose next token is

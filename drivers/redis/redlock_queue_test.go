@@ -225,7 +225,7 @@ func (u *unqueuedRedLock) Acquire(ctx context.Context, req driver.Request) (driv
 func scriptName(sha any) string {
 	for name, sc := range map[string]*goredis.Script{
 		"acquire": acquireScript, "queued-acquire": rlAcquireScript, "fence": fenceScript,
-		"release": releaseScript, "requeue-release": rlRequeueScript, "leave": leaveScript, "extend": extendScript,
+		"release": releaseScript, "requeue-release": rlRequeueScript, "leave": leaveScript, "extend": extendScript, "anyacquire": anyAcquireScript,
 	} {
 		if sc.Hash() == sha {
 			return name

@@ -43,6 +43,17 @@ var prelude = luaScript("prelude")
 // tokens (lua/acquire.lua).
 var acquireScript = goredis.NewScript(prelude + luaScript("acquire"))
 
+// anyAcquireScript takes the first free lock among several
+// (lua/anyacquire.lua): it runs acquire.lua's body, wrapped as a Lua
+// function, for each request in turn, so that its grants follow
+// acquireScript's rules by construction rather than by a second copy.
+var anyAcquireScript = goredis.NewScript(prelude + anyAcquireFunc + luaScript("anyacquire"))
+
+// anyAcquireFunc is acquire.lua's body as the local function acquireOne,
+// whose parameters KEYS and ARGV shadow the script's own, so that each call
+// sees one request's keys and arguments where acquire.lua reads them.
+var anyAcquireFunc = "local function acquireOne(KEYS, ARGV)\n" + luaScript("acquire") + "\nend\n"
+
 // fenceScript raises the fencing counter to a token issued elsewhere, and
 // gives this request's holds that token: RedLock's second phase
 // (lua/fence.lua).

@@ -39,7 +39,7 @@ func TestLuaFiles(t *testing.T) {
 	}
 	// The prelude, and RedLock's two snippets, which are sent in front of
 	// acquire.lua and release.lua rather than alone (checked below).
-	want = append(want, "prelude", "redlock_ticket", "redlock_requeue")
+	want = append(want, "prelude", "redlock_ticket", "redlock_requeue", "anyacquire")
 	slices.Sort(names)
 	slices.Sort(want)
 	if !slices.Equal(names, want) {
@@ -67,9 +67,16 @@ func TestLuaFiles(t *testing.T) {
 		if strings.TrimSpace(body) == "" {
 			t.Errorf("%s has no code after its header", path)
 		}
+		if name == "anyacquire" {
+			for _, w := range []string{"KEYS[3i-2]", "Reply:"} {
+				if !strings.Contains(header, w) {
+					t.Errorf("%s: its header does not say %q", path, w)
+				}
+			}
+		}
 		s, ok := scripts[name]
 		if !ok {
-			continue // the prelude, or a RedLock snippet
+			continue // the prelude, a RedLock snippet, or anyacquire (below)
 		}
 		for _, w := range []string{"KEYS[1]", "Reply:"} {
 			if !strings.Contains(header, w) {
@@ -82,6 +89,12 @@ func TestLuaFiles(t *testing.T) {
 		if sum := sha1.Sum([]byte(body)); s.Hash() != hex.EncodeToString(sum[:]) {
 			t.Errorf("%sScript is not built from %s", name, path)
 		}
+	}
+	// anyacquire.lua runs after acquire.lua's body, made a function that
+	// takes one request's KEYS and ARGV.
+	body := prelude + "local function acquireOne(KEYS, ARGV)\n" + luaScript("acquire") + "\nend\n" + luaScript("anyacquire")
+	if sum := sha1.Sum([]byte(body)); anyAcquireScript.Hash() != hex.EncodeToString(sum[:]) {
+		t.Error("anyAcquireScript is not built from lua/acquire.lua and lua/anyacquire.lua")
 	}
 	// RedLock's snippets run between the prelude and the script they
 	// precede, as one script.

@@ -131,6 +131,18 @@ func (s *sentinelEnv) testReplicaAcks(t *testing.T) {
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}
+	// A semaphore's permit, through AcquireAny, waits for them too.
+	sem, err := acked.Semaphore(key+"/sem", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sem.TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("TryAcquire of a permit with 2 replicas acknowledging: %v", err)
+	}
+	if err := p.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock of the permit: %v", err)
+	}
 
 	d, err := openSentinel(ctx, s.url(t, "replica_acks=3&replica_ack_timeout=100ms"))
 	if err != nil {
@@ -151,6 +163,15 @@ func (s *sentinelEnv) testReplicaAcks(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = plain.Close() })
 	mustRelease(t, mustAcquire(t, plain.(*Driver), testkit.Request(key, 2*time.Second)))
+
+	// AcquireAny gives its grant back the same way.
+	keys := []string{key + "/any/0", key + "/any/1"}
+	if _, _, err := d.(*Driver).AcquireAny(ctx, anyRequests(keys, 2*time.Second)); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("AcquireAny with 3 replicas asked of 2: %v, want ErrNotReplicated", err)
+	}
+	for _, k := range keys {
+		mustRelease(t, mustAcquire(t, plain.(*Driver), testkit.Request(k, 2*time.Second)))
+	}
 }
 
 // isTransient reports whether err has a Transient method saying so, as

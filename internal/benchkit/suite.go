@@ -2,6 +2,7 @@ package benchkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -61,57 +62,129 @@ type Report struct {
 	// Failover is an election's leader crashing with a follower waiting
 	// (absent from results taken before it was measured).
 	Failover *Failover `json:"failover,omitempty"`
+	// Failed lists the steps that failed, in the order they ran: their
+	// figures are absent or zero, and the other steps' stand.
+	Failed []StepError `json:"failed,omitempty"`
+}
+
+// StepError is a step of the suite that failed, and why.
+type StepError struct {
+	Step  string `json:"step"` // one of the Step names
+	Error string `json:"error"`
+}
+
+// The steps of the suite, as Report.Failed names them.
+const (
+	StepUncontended = "uncontended acquire+release"
+	StepPolled      = "contended, 64 goroutines, raw polling lock"
+	StepSemaphore   = "semaphore"
+	StepFailover    = "election failover"
+	StepHeld        = "held locks"
+)
+
+// StepHandoff names the step that measures handoff to waiters waiters
+// spread over clients clients.
+func StepHandoff(waiters, clients int) string {
+	return fmt.Sprintf("handoff to %d waiter(s) in %d client(s)", waiters, clients)
+}
+
+// StepContended names the step that measures contended throughput with
+// goroutines goroutines.
+func StepContended(goroutines int) string {
+	return fmt.Sprintf("contended, %d goroutines", goroutines)
+}
+
+// FailedStep returns why step failed in r, or "" when it did not (or did
+// not run).
+func (r Report) FailedStep(step string) string {
+	for _, f := range r.Failed {
+		if f.Step == step {
+			return f.Error
+		}
+	}
+	return ""
 }
 
 // Suite runs every measurement of the standard suite against t, telling
-// progress what it is doing.
+// progress what it is doing. A step that fails does not stop the others:
+// it is listed in the report's Failed (and told to progress), and its
+// error is among those the returned error joins; the report holds the
+// figures of the steps that succeeded. When ctx ends, the steps left are
+// not run and the error includes ctx.Err().
 func Suite(ctx context.Context, t Target, s Sizes, progress func(string)) (Report, error) {
 	r := Report{Backend: t.Name}
-	step := func(what string) { progress(fmt.Sprintf("%s: %s", t.Name, what)) }
-	var err error
-	step("uncontended acquire+release")
-	if r.Uncontended, err = MeasureUncontended(ctx, t, s.UncontendedRounds); err != nil {
-		return r, fmt.Errorf("uncontended: %w", err)
-	}
-	for _, c := range []struct{ waiters, clients int }{{1, 1}, {16, 1}, {16, 16}} {
-		step(fmt.Sprintf("handoff to %d waiter(s) in %d client(s)", c.waiters, c.clients))
-		h, err := MeasureHandoff(ctx, t, c.waiters, c.clients, s.HandoffRounds)
-		if err != nil {
-			return r, fmt.Errorf("handoff: %w", err)
+	var errs []error
+	// run runs one step, named step, told to progress as what.
+	run := func(step, what string, measure func() error) {
+		if ctx.Err() != nil {
+			return
 		}
-		r.Handoff = append(r.Handoff, h)
+		progress(fmt.Sprintf("%s: %s", t.Name, what))
+		if err := measure(); err != nil {
+			r.Failed = append(r.Failed, StepError{Step: step, Error: err.Error()})
+			errs = append(errs, fmt.Errorf("%s: %w", step, err))
+			progress(fmt.Sprintf("%s: %s failed: %v", t.Name, step, err))
+		}
+	}
+	run(StepUncontended, StepUncontended, func() error {
+		u, err := MeasureUncontended(ctx, t, s.UncontendedRounds)
+		if err == nil {
+			r.Uncontended = u
+		}
+		return err
+	})
+	for _, c := range []struct{ waiters, clients int }{{1, 1}, {16, 1}, {16, 16}} {
+		step := StepHandoff(c.waiters, c.clients)
+		run(step, step, func() error {
+			h, err := MeasureHandoff(ctx, t, c.waiters, c.clients, s.HandoffRounds)
+			if err == nil {
+				r.Handoff = append(r.Handoff, h)
+			}
+			return err
+		})
 	}
 	for _, g := range []int{8, 64} {
-		step(fmt.Sprintf("contended, %d goroutines", g))
-		c, err := MeasureContended(ctx, t, g, min(g, 8), s.ContendedFor)
-		if err != nil {
-			return r, fmt.Errorf("contended: %w", err)
-		}
-		r.Contended = append(r.Contended, c)
+		step := StepContended(g)
+		run(step, step, func() error {
+			c, err := MeasureContended(ctx, t, g, min(g, 8), s.ContendedFor)
+			if err == nil {
+				r.Contended = append(r.Contended, c)
+			}
+			return err
+		})
 	}
 	if t.Poller != nil {
-		step("contended, 64 goroutines, raw polling lock")
-		c, err := MeasurePolledContended(ctx, t.Poller, 64, s.ContendedFor)
-		if err != nil {
-			return r, fmt.Errorf("polled: %w", err)
+		run(StepPolled, StepPolled, func() error {
+			c, err := MeasurePolledContended(ctx, t.Poller, 64, s.ContendedFor)
+			if err == nil {
+				r.Polled = &c
+			}
+			return err
+		})
+	}
+	run(StepSemaphore, fmt.Sprintf("semaphore of %d permits", semaphorePermits), func() error {
+		sem, err := MeasureSemaphore(ctx, t, s.UncontendedRounds, s.ContendedFor)
+		if err == nil {
+			r.Semaphore = &sem
 		}
-		r.Polled = &c
+		return err
+	})
+	run(StepFailover, fmt.Sprintf("election failover, %d crashes", s.FailoverRounds), func() error {
+		f, err := MeasureFailover(ctx, t, s.FailoverRounds, s.FailoverTTL)
+		if err == nil {
+			r.Failover = &f
+		}
+		return err
+	})
+	run(StepHeld, fmt.Sprintf("%d held locks", s.HeldLocks), func() error {
+		h, err := MeasureManyHeld(ctx, t, s.HeldLocks, s.HeldTTL, s.HeldPeriods)
+		if err == nil {
+			r.Held = h
+		}
+		return err
+	})
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
 	}
-	step(fmt.Sprintf("semaphore of %d permits", semaphorePermits))
-	sem, err := MeasureSemaphore(ctx, t, s.UncontendedRounds, s.ContendedFor)
-	if err != nil {
-		return r, fmt.Errorf("semaphore: %w", err)
-	}
-	r.Semaphore = &sem
-	step(fmt.Sprintf("election failover, %d crashes", s.FailoverRounds))
-	f, err := MeasureFailover(ctx, t, s.FailoverRounds, s.FailoverTTL)
-	if err != nil {
-		return r, fmt.Errorf("failover: %w", err)
-	}
-	r.Failover = &f
-	step(fmt.Sprintf("%d held locks", s.HeldLocks))
-	if r.Held, err = MeasureManyHeld(ctx, t, s.HeldLocks, s.HeldTTL, s.HeldPeriods); err != nil {
-		return r, fmt.Errorf("held: %w", err)
-	}
-	return r, nil
+	return r, errors.Join(errs...)
 }
