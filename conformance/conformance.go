@@ -82,6 +82,16 @@ type Harness struct {
 	// operator or a buggy client would. It enables the lost-signal cases.
 	Tamper func(ctx context.Context, key string, overwrite bool) error
 
+	// ClientsServedInOrder declares that the backend serves clients waiting
+	// for one lock in the order they arrived, across clients (a queue kept
+	// by the backend: ZooKeeper's and etcd's recipes, PostgreSQL's lock
+	// queue), not only one Client's goroutines, which the core orders on
+	// every backend. It enables the cases ClientsServedInOrder and
+	// SemaphoreClientsServedInOrder, which need the driver's Inspector to
+	// count the waiters (Info.Waiters), so that each client starts waiting
+	// only once the one before it is queued.
+	ClientsServedInOrder bool
+
 	// Faults, when set, enables the cases that pause and restart the backend.
 	Faults *Faults
 

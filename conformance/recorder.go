@@ -39,7 +39,7 @@ func recordCapabilities(c driver.Capabilities) results.Capabilities {
 }
 
 func recordHooks(h Harness) results.Hooks {
-	r := results.Hooks{Tamper: h.Tamper != nil, Link: h.NewLinkedDriver != nil}
+	r := results.Hooks{Tamper: h.Tamper != nil, Link: h.NewLinkedDriver != nil, ClientsServedInOrder: h.ClientsServedInOrder}
 	if h.Faults != nil {
 		r.Pause = h.Faults.Pause != nil && h.Faults.Resume != nil
 		r.Restart = h.Faults.Restart != nil

@@ -69,7 +69,7 @@ func TestRecordName(t *testing.T) {
 
 // A run records only when every case ran and none failed.
 func TestRecorderNeedsEveryCase(t *testing.T) {
-	h := Harness{Tamper: func(context.Context, string, bool) error { return nil }, Faults: &Faults{Restart: func(context.Context) error { return nil }}}
+	h := Harness{Tamper: func(context.Context, string, bool) error { return nil }, Faults: &Faults{Restart: func(context.Context) error { return nil }}, ClientsServedInOrder: true}
 	var r recorder
 	for _, c := range cases[1:] {
 		r.add(c.name, result{skipped: map[bool]string{true: "no hook"}[c.name == "Transfer"]})
@@ -90,12 +90,24 @@ func TestRecorderNeedsEveryCase(t *testing.T) {
 			t.Errorf("case %s recorded %q, want %q", c.Name, c.Outcome, want)
 		}
 	}
-	if want := (results.Hooks{Tamper: true, Restart: true}); rec.Hooks != want {
+	if want := (results.Hooks{Tamper: true, Restart: true, ClientsServedInOrder: true}); rec.Hooks != want {
 		t.Errorf("hooks %+v, want %+v", rec.Hooks, want)
 	}
 	r.add("Transfer", result{failed: true})
 	if _, err := r.record("x", "p", driver.Capabilities{}, h); err == nil {
 		t.Error("a run with a failed case recorded")
+	}
+}
+
+// A harness that declares no order records none: the field is left out, so
+// that records made before it existed read back unchanged.
+func TestRecordOmitsUndeclaredOrder(t *testing.T) {
+	b, err := results.Marshal(results.Backend{Name: "x", Hooks: recordHooks(Harness{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "clients_served_in_order") {
+		t.Errorf("a harness without the declaration recorded it:\n%s", b)
 	}
 }
 

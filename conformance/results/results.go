@@ -68,13 +68,18 @@ type Capabilities struct {
 	AnyAcquirer bool `json:"any_acquirer,omitempty"`
 }
 
-// Hooks says which of the harness's optional hooks were given, and so
-// which fault cases could run.
+// Hooks says which of the harness's optional hooks and declarations were
+// given, and so which cases could run.
 type Hooks struct {
 	Tamper  bool `json:"tamper"`  // Harness.Tamper
 	Pause   bool `json:"pause"`   // Faults.Pause and Faults.Resume
 	Restart bool `json:"restart"` // Faults.Restart
 	Link    bool `json:"link"`    // Harness.NewLinkedDriver
+	// ClientsServedInOrder: the harness declares that the backend serves
+	// waiting clients in arrival order (Harness.ClientsServedInOrder), and
+	// the order cases checked it. Omitted when false, so that the records
+	// written before harnesses could declare it read unchanged.
+	ClientsServedInOrder bool `json:"clients_served_in_order,omitempty"`
 }
 
 // Case is how one case ended in a passing run.

@@ -62,6 +62,8 @@ func TestConformance(t *testing.T) {
 		// session lease's keep-alives stop with everything else.
 		NewLinkedDriver: containerfaults.LinkedURL(testkit.URL(t, testURL(suiteTTL)), open),
 		Faults:          server.FaultHooks(),
+		// The recipe: each waiter watches its predecessor by create revision.
+		ClientsServedInOrder: true,
 	}
 	conformance.Run(t, h)
 	_ = cli.Close()

@@ -347,13 +347,20 @@ func leaseOf(dl driver.Lease) *lease {
 	return l
 }
 
-// Inspect describes the lock on key. The in-process backend does not count
-// waiters.
+// Inspect describes the lock on key. Waiters is the length of the key's
+// queue of blocked Acquire calls when the driver is Blocking; otherwise -1:
+// the core then waits outside the backend (by notification and polling),
+// where the backend cannot count its waiters.
 func (c *client) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	if err := c.enter(ctx); err != nil {
 		return driver.Info{}, err
 	}
 	info := driver.Info{Waiters: -1}
+	if c.caps.Blocking {
+		c.b.mu.Lock()
+		info.Waiters = len(c.b.queues[key])
+		c.b.mu.Unlock()
+	}
 	in, held := c.b.Inspect(key)
 	if !held {
 		c.b.mu.Lock()

@@ -34,17 +34,27 @@ func harness(opts ...memory.Option) conformance.Harness {
 // The suite runs once per way the core can wait, hand over and learn of
 // losses: Default and ContextLossReports are Blocking (so without a
 // Transferer or a TokenBlock); the others are not, and have a Transferer.
+//
+// Only the Blocking ones serve waiting clients in arrival order: their
+// waiters queue in the backend, first come first served. The others wait
+// outside it, woken by notifications or polling, and whichever client
+// tries first after a release gets the lock.
 func TestConformance(t *testing.T) {
-	for name, opts := range map[string][]memory.Option{
-		"Default":            nil,
-		"ContextLossReports": {memory.WithContextLossReports()},
-		"Notifications":      {memory.WithoutBlocking(), memory.WithoutLossReports()},
-		"TokenBlocks":        {memory.WithoutBlocking(), memory.WithTokenBlocks(8)},
-		"PollingOnly":        {memory.WithoutBlocking(), memory.WithoutNotifications(), memory.WithoutLossReports(), memory.WithoutAnyAcquirer()},
+	for name, tc := range map[string]struct {
+		opts    []memory.Option
+		ordered bool
+	}{
+		"Default":            {nil, true},
+		"ContextLossReports": {[]memory.Option{memory.WithContextLossReports()}, true},
+		"Notifications":      {[]memory.Option{memory.WithoutBlocking(), memory.WithoutLossReports()}, false},
+		"TokenBlocks":        {[]memory.Option{memory.WithoutBlocking(), memory.WithTokenBlocks(8)}, false},
+		"PollingOnly":        {[]memory.Option{memory.WithoutBlocking(), memory.WithoutNotifications(), memory.WithoutLossReports(), memory.WithoutAnyAcquirer()}, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			conformance.Run(t, harness(opts...))
+			h := harness(tc.opts...)
+			h.ClientsServedInOrder = tc.ordered
+			conformance.Run(t, h)
 		})
 	}
 }

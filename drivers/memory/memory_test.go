@@ -144,3 +144,57 @@ func TestLossReports(t *testing.T) {
 		})
 	}
 }
+
+// Inspect counts the blocked Acquire calls of a Blocking driver, which wait
+// in the backend's queue, and says it cannot count those of a driver made
+// WithoutBlocking, which wait outside it.
+func TestInspectCountsQueuedWaiters(t *testing.T) {
+	b := memory.NewBackend()
+	d := memory.New(b)
+	defer d.Close()
+	in := d.Capabilities().Inspector
+	ctx := t.Context()
+	holder, err := d.Acquire(ctx, driver.Request{Key: "k", ID: "holder", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting, cancel := context.WithCancel(ctx)
+	done := make(chan error, 2)
+	for _, id := range []string{"w1", "w2"} {
+		go func() {
+			_, err := d.Acquire(waiting, driver.Request{Key: "k", ID: id, TTL: time.Minute, Block: true})
+			done <- err
+		}()
+	}
+	// Polled: the waiters' arrival in the queue is what is observed.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := in.Inspect(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Waiters == 2 {
+			break
+		}
+		if info.Waiters > 2 || info.Waiters < 0 || time.Now().After(deadline) {
+			t.Fatalf("Waiters = %d with two blocked Acquire calls", info.Waiters)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	for range 2 {
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled waiter: %v", err)
+		}
+	}
+	if info, _ := in.Inspect(ctx, "k"); info.Waiters != 0 {
+		t.Errorf("Waiters = %d once the waiters left, want 0", info.Waiters)
+	}
+	_ = holder.Release(ctx)
+
+	nb := memory.New(b, memory.WithoutBlocking())
+	defer nb.Close()
+	if info, _ := nb.Capabilities().Inspector.Inspect(ctx, "k"); info.Waiters != -1 {
+		t.Errorf("Waiters = %d WithoutBlocking, want -1: its waiters wait outside the backend", info.Waiters)
+	}
+}

@@ -104,6 +104,8 @@ func TestConformance(t *testing.T) {
 		// server sees an idle session, its connection open.
 		NewLinkedDriver: containerfaults.LinkedURL(u, open),
 		Faults:          server.FaultHooks(),
+		// Waiting clients wait in the server's lock queue.
+		ClientsServedInOrder: true,
 	}
 	conformance.Run(t, h)
 }

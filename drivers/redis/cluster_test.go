@@ -84,6 +84,8 @@ func (c *clusterEnv) testConformance(t *testing.T) {
 		NewLinkedDriver: linkedOpener(t, url, openClusterLinked),
 		// The whole backend is every master.
 		Faults: c.cluster.FaultHooks(),
+		// Waiting clients queue beside the lock, on its master.
+		ClientsServedInOrder: true,
 	})
 }
 

@@ -32,6 +32,8 @@ func TestConformance(t *testing.T) {
 		Tamper:          tamper(rdb),
 		NewLinkedDriver: linkedOpener(t, testkit.URL(t, server.URL), openLinked),
 		Faults:          server.FaultHooks(),
+		// Waiting clients queue beside the lock, and the head is served.
+		ClientsServedInOrder: true,
 	}
 	conformance.Run(t, h)
 }

@@ -105,6 +105,8 @@ func (s *sentinelEnv) testConformance(t *testing.T) {
 			return nil, err
 		}),
 		Faults: s.r.FaultHooks(),
+		// Waiting clients queue beside the lock, on the master.
+		ClientsServedInOrder: true,
 	})
 }
 

@@ -36,6 +36,8 @@ func TestConformance(t *testing.T) {
 		// session's heartbeats stop with everything else.
 		NewLinkedDriver: containerfaults.LinkedURL(u, open),
 		Faults:          server.FaultHooks(),
+		// The recipe: each waiter watches its predecessor sequence node.
+		ClientsServedInOrder: true,
 	}
 	conformance.Run(t, h)
 }

@@ -32,7 +32,7 @@ func records() []results.Backend {
 			Package: module + "/drivers/memory",
 			Capabilities: results.Capabilities{Shared: true, Reentrant: true, TokenBlock: 8, MinTTL: "0s", MaxTTL: "0s",
 				CheckKey: true, Notifier: true, BatchExtender: true, Transferer: true, Inspector: true, Values: true},
-			Hooks: results.Hooks{Tamper: true, Pause: true, Restart: true},
+			Hooks: results.Hooks{Tamper: true, Pause: true, Restart: true, ClientsServedInOrder: true},
 			Cases: []results.Case{
 				{Name: "MutualExclusion", Outcome: results.Passed},
 				{Name: "ReadersShare", Outcome: results.Passed},
@@ -45,8 +45,8 @@ func records() []results.Backend {
 func TestRenderTable(t *testing.T) {
 	got := renderTable(records(), module)
 	for _, want := range []string{
-		"| `mariadb` | `example.com/mariadb` | no | no | no | no | no | no | no | no | no | no | the core's | ≥ 5 s | none | 1 / 2 |\n",
-		"| `memory/TokenBlocks` | [`drivers/memory`](drivers/memory) | yes | yes | no | yes | yes | yes | yes | yes | no | 8 | the core's and the driver's | the core's | tamper, pause, restart | 3 / 0 |\n",
+		"| `mariadb` | `example.com/mariadb` | no | no | no | no | no | no | no | no | no | no | no | the core's | ≥ 5 s | none | 1 / 2 |\n",
+		"| `memory/TokenBlocks` | [`drivers/memory`](drivers/memory) | yes | yes | no | yes | yes | yes | yes | yes | yes | no | 8 | the core's and the driver's | the core's | tamper, pause, restart | 3 / 0 |\n",
 		"- `mariadb`: ≥ 5 s: whole seconds\n",
 		"- `ReadersShare` on `mariadb`: the driver has no read-write locks\n- `Transfer` on `mariadb`: the driver declares no Transferer\n",
 	} {
@@ -113,6 +113,9 @@ func TestSplice(t *testing.T) {
 	}
 	if list, _ := renderWith(records()[:1], "transferer"); list != "none" {
 		t.Errorf("an empty list renders as %q", list)
+	}
+	if list, err := renderWith(records(), "clients_served_in_order"); err != nil || list != "`memory/TokenBlocks`" {
+		t.Errorf("the list of a declaration renders as %q (err %v)", list, err)
 	}
 
 	for name, bad := range map[string]string{

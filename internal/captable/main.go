@@ -13,8 +13,9 @@
 // The README holds the generated parts between marker comments:
 // <!-- captable:table --> and <!-- /captable:table --> around the table, and
 // <!-- captable:with:FIELD --> and <!-- /captable:with:FIELD --> around an
-// inline list of the backends whose records declare a capability (FIELD is
-// its name in the record, such as token_block). Everything else in the file
+// inline list of the backends whose records declare a capability or a
+// harness's declaration (FIELD is its name in the record, such as
+// token_block or clients_served_in_order). Everything else in the file
 // is left as it is.
 //
 // `make test` runs the tests with the records written to a temporary

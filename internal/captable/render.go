@@ -18,12 +18,16 @@ type column struct {
 }
 
 // columns are the table's: every field of driver.Capabilities (as the
-// record has it), the harness's fault hooks, and the cases' outcomes. The
+// record has it), the order across clients the harness declared, the
+// harness's fault hooks, and the cases' outcomes. The
 // backend's name and package come first.
 var columns = []column{
 	{"read-write (`Shared`)", func(r results.Backend) string { return yesNo(r.Capabilities.Shared) }},
 	{"reentrant", func(r results.Backend) string { return yesNo(r.Capabilities.Reentrant) }},
 	{"server-side waiting (`Blocking`)", func(r results.Backend) string { return yesNo(r.Capabilities.Blocking) }},
+	// A declaration of the harness's, not a capability: the order cases
+	// ran and passed on the backends that say yes.
+	{"waiting clients served in arrival order (checked)", func(r results.Backend) string { return yesNo(r.Hooks.ClientsServedInOrder) }},
 	{"notifications (`Notifier`)", func(r results.Backend) string { return yesNo(r.Capabilities.Notifier) }},
 	{"batched renewal (`BatchExtender`)", func(r results.Backend) string { return yesNo(r.Capabilities.BatchExtender) }},
 	{"transfer (`Transferer`)", func(r results.Backend) string { return yesNo(r.Capabilities.Transferer) }},
@@ -226,15 +230,27 @@ var capabilityFields = map[string]func(results.Capabilities) bool{
 	"any_acquirer":   func(c results.Capabilities) bool { return c.AnyAcquirer },
 }
 
-// renderWith lists the records that declare the capability field.
+// declarationFields are the harness's declarations an inline list can
+// name, by their names in the record's hooks.
+var declarationFields = map[string]func(results.Hooks) bool{
+	"clients_served_in_order": func(h results.Hooks) bool { return h.ClientsServedInOrder },
+}
+
+// renderWith lists the records that declare the capability field, or the
+// harness's declaration field.
 func renderWith(recs []results.Backend, field string) (string, error) {
-	has, ok := capabilityFields[field]
-	if !ok {
-		return "", fmt.Errorf("no capability %q to list (want one of %s)", field, strings.Join(slices.Sorted(maps.Keys(capabilityFields)), ", "))
+	var has func(results.Backend) bool
+	if c, ok := capabilityFields[field]; ok {
+		has = func(r results.Backend) bool { return c(r.Capabilities) }
+	} else if d, ok := declarationFields[field]; ok {
+		has = func(r results.Backend) bool { return d(r.Hooks) }
+	} else {
+		known := slices.Concat(slices.Collect(maps.Keys(capabilityFields)), slices.Collect(maps.Keys(declarationFields)))
+		return "", fmt.Errorf("no capability or declaration %q to list (want one of %s)", field, strings.Join(slices.Sorted(slices.Values(known)), ", "))
 	}
 	var names []string
 	for _, r := range recs {
-		if has(r.Capabilities) {
+		if has(r) {
 			names = append(names, "`"+r.Name+"`")
 		}
 	}
