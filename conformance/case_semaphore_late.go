@@ -108,10 +108,10 @@ func (d gateBypass) Acquire(ctx context.Context, req driver.Request) (driver.Lea
 // judged minContestGrants grants). Each goroutine takes a permit with
 // TryAcquire one time in three and with Acquire otherwise, with a deadline
 // from a tenth of a round trip to several for a quarter of them, and to two
-// TTLs for the others (an orphan holds a permit or the gate for a TTL, and
-// a quick give-up makes an orphan more often than not: with more of them
-// the permits are taken by orphans most of the time, and the holders never
-// reach the bound). It holds the permit up to a hundredth of the TTL, so
+// TTLs for the others: an orphan holds a permit or the gate for a TTL, and
+// quick give-ups make many (with half of them quick, on the memory driver,
+// orphans held the permits most of the time and the holders never reached
+// the bound). It holds the permit up to a hundredth of the TTL, so
 // that holds overlap, and gives it back. Verdict as SemaphoreBound's
 // (permitHolds.judge), and no permit found gone before its lease's
 // Deadline. It returns the key.
