@@ -28,8 +28,11 @@ type session struct {
 	marker string // the session's dlock.session setting
 	// idle is the session's own idle_session_timeout, restored on release;
 	// "" on servers without it (before PostgreSQL 14).
-	idle     string
-	prepared map[string]bool
+	idle string
+	// prepared holds the description of each statement prepared on the
+	// session, by name: executions then skip the Describe message, and the
+	// server does not send the row description every time.
+	prepared map[string]*pgconn.StatementDescription
 
 	// viaPooler: the process ID in the connection's BackendKeyData is not
 	// the backend's, so something (a pooler, a proxy) sits in between.
@@ -63,7 +66,7 @@ func newMarker() string {
 // client) or advisory locks already held all mean that the connection does
 // not lead to a session of its own, and it is refused with ErrSessionChanged.
 func setupSession(ctx context.Context, pg *pgconn.PgConn) (*session, error) {
-	s := &session{pg: pg, marker: newMarker(), prepared: map[string]bool{}}
+	s := &session{pg: pg, marker: newMarker(), prepared: map[string]*pgconn.StatementDescription{}}
 	row, err := s.simple(ctx, `SELECT pg_backend_pid()::text, coalesce(current_setting('dlock.session', true), ''),
   (SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid())::text,
   coalesce(current_setting('idle_session_timeout', true), ''), current_setting('server_version_num')`)
@@ -168,17 +171,18 @@ func (s *session) simple(ctx context.Context, sql string) ([]string, error) {
 // are ended early by interruptible or by breaking the connection instead.
 func (s *session) query(st statement, oids []uint32, params ...[]byte) ([][]byte, error) {
 	ctx := context.Background()
-	if !s.prepared[st.name] {
-		if _, err := s.pg.Prepare(ctx, st.name, st.sql, oids); err != nil {
+	sd := s.prepared[st.name]
+	if sd == nil {
+		var err error
+		if sd, err = s.pg.Prepare(ctx, st.name, st.sql, oids); err != nil {
 			return nil, err
 		}
-		s.prepared[st.name] = true
+		s.prepared[st.name] = sd
 	}
-	formats := make([]int16, len(params))
-	for i := range formats {
-		formats[i] = 1
-	}
-	rr := s.pg.ExecPrepared(ctx, st.name, params, formats, []int16{1})
+	// The statement description lets pgx skip the Describe message: the
+	// server then sends no row description with every execution, which it
+	// would otherwise build and the client decode each time.
+	rr := s.pg.ExecStatement(ctx, sd, params, binaryFormat, binaryFormat)
 	var row [][]byte
 	for rr.NextRow() {
 		if row == nil {
@@ -204,6 +208,10 @@ func (s *session) query(st statement, oids []uint32, params ...[]byte) ([][]byte
 	}
 	return row, nil
 }
+
+// binaryFormat is the format code list that makes every parameter and every
+// result column binary (one code applies to all).
+var binaryFormat = []int16{1}
 
 // abort breaks the connection at once, from any goroutine: the socket is
 // closed (which ends the server session, and every lock on it, as soon as
