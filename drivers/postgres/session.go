@@ -34,6 +34,23 @@ type session struct {
 	// server does not send the row description every time.
 	prepared map[string]*pgconn.StatementDescription
 
+	// applied is the idle_session_timeout the session has now, as far as
+	// the driver knows: its own value (idle) after setup and after a
+	// restore, a lease's TTL from its grant on; "" when unknown (a
+	// statement that could have set it failed). A grant whose TTL the
+	// session has already leaves it alone, and a release leaves a lease's
+	// TTL in place when it is long enough for the idle list to restore the
+	// session's own value later (see sessions.put): a critical section
+	// then changes no setting at all, where each change costs the server
+	// the setting's bookkeeping and a pass over all settings at commit.
+	applied string
+	// restore, while the session is idle with a lease's TTL as its
+	// timeout, restores its own value before the server would end it;
+	// restoreGen tells its call from one of an earlier idle period that
+	// Stop came too late for. Both are guarded by the idle list's lock.
+	restore    *time.Timer
+	restoreGen uint64
+
 	// viaPooler: the process ID in the connection's BackendKeyData is not
 	// the backend's, so something (a pooler, a proxy) sits in between.
 	viaPooler bool
@@ -89,6 +106,7 @@ func setupSession(ctx context.Context, pg *pgconn.PgConn) (*session, error) {
 			s.idle = ms
 		}
 	}
+	s.applied = s.idle
 	row, err = s.simple(ctx, `SELECT pg_backend_pid()::text, set_config('dlock.session', '`+s.marker+`', false),
   set_config('lock_timeout', '0', false), set_config('statement_timeout', '0', false),
   set_config('idle_in_transaction_session_timeout', '0', false),
@@ -345,4 +363,39 @@ func isServerError(err error) bool {
 func sessionEnded(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Severity == "FATAL" || pgErr.Severity == "PANIC")
+}
+
+// stopRestore stops the restoring of s's own idle_session_timeout, if it
+// is pending. Callers hold the idle list's lock.
+func (s *session) stopRestore() {
+	s.restoreGen++
+	if s.restore != nil {
+		s.restore.Stop()
+		s.restore = nil
+	}
+}
+
+// lazyRestoreMin is the shortest idle_session_timeout that a released
+// session keeps while idle (restored after half of it, see sessions.put):
+// below it, the release statement restores the session's own value itself,
+// so that a session is never restored in a hurry, nor ended by the server
+// while idle, on a loaded machine.
+const lazyRestoreMin = 2 * time.Second
+
+// lazyRestore reports whether s may be released without restoring its own
+// idle_session_timeout: it has a lease's TTL of at least lazyRestoreMin.
+func (s *session) lazyRestore() bool {
+	ms, err := strconv.ParseInt(s.applied, 10, 64)
+	return err == nil && ms > 0 && time.Duration(ms)*time.Millisecond >= lazyRestoreMin
+}
+
+// restoreDelay is how long s may stay idle before its own
+// idle_session_timeout is restored: half of the TTL it has (the server ends
+// it after all of it), and at once when that is unknown.
+func (s *session) restoreDelay() time.Duration {
+	ms, err := strconv.ParseInt(s.applied, 10, 64)
+	if err != nil || ms <= 0 {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond / 2
 }
