@@ -68,7 +68,10 @@
 // (PgBouncer's default server_reset_query, DISCARD ALL). The driver also sets
 // lock_timeout, statement_timeout and idle_in_transaction_session_timeout to
 // 0 on its sessions, so that no session default cuts a wait short, and
-// synchronous_commit to on where it was off (see "Guarantees").
+// synchronous_commit to on where it was off (see "Guarantees"), and
+// plan_cache_mode to force_generic_plan (PostgreSQL 12 and later: its
+// statements' plans do not depend on their parameters, and a new session
+// would otherwise plan each statement anew for its first five runs).
 //
 // # Capabilities
 //

@@ -118,3 +118,24 @@ func TestShortTTLRestoredOnRelease(t *testing.T) {
 		t.Error("a restore is pending for a session released from a 1 s lease")
 	}
 }
+
+// The driver's sessions run its prepared statements with their generic
+// plan from the first execution on (plan_cache_mode).
+func TestGenericPlans(t *testing.T) {
+	d := newTestDriver(t)
+	for range 3 {
+		mustRelease(t, mustTry(t, d, testkit.Request(testkit.Key(t), 3*time.Second)))
+	}
+	s, err := d.sessions.get(ctxFor(t), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.sessions.put(s)
+	row, err := s.simple(ctxFor(t), "SELECT coalesce(sum(custom_plans), -1)::text FROM pg_prepared_statements")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(row) != 1 || row[0] != "0" {
+		t.Errorf("custom plans of the driver's statements: %v, want 0", row)
+	}
+}

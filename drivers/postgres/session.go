@@ -76,7 +76,12 @@ func newMarker() string {
 //   - idle_in_transaction_session_timeout 0 (the driver never idles in a
 //     transaction, but the owner statements use one);
 //   - synchronous_commit on where it was off, so that the fencing sequence
-//     survives a crash (see "Guarantees").
+//     survives a crash (see "Guarantees");
+//   - plan_cache_mode force_generic_plan (PostgreSQL 12 and later): the
+//     driver's statements have one plan whatever their parameters, and
+//     PostgreSQL would otherwise plan each of them anew for its first five
+//     executions on every session, which a burst of new sessions (clients
+//     starting together) pays on the path from one holder to the next.
 //
 // It costs two round trips, once per connection; a changed backend process
 // between them, a marker already set (the session was used by another dlock
@@ -110,7 +115,8 @@ func setupSession(ctx context.Context, pg *pgconn.PgConn) (*session, error) {
 	row, err = s.simple(ctx, `SELECT pg_backend_pid()::text, set_config('dlock.session', '`+s.marker+`', false),
   set_config('lock_timeout', '0', false), set_config('statement_timeout', '0', false),
   set_config('idle_in_transaction_session_timeout', '0', false),
-  CASE WHEN current_setting('synchronous_commit') = 'off' THEN set_config('synchronous_commit', 'on', false) END`)
+  CASE WHEN current_setting('synchronous_commit') = 'off' THEN set_config('synchronous_commit', 'on', false) END,
+  CASE WHEN current_setting('server_version_num')::int >= 120000 THEN set_config('plan_cache_mode', 'force_generic_plan', false) END`)
 	if err != nil {
 		return nil, err
 	}
