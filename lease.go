@@ -26,7 +26,8 @@ type lease struct {
 	mode     driver.Mode
 	offset   uint32      // of Token in its grant's block of tokens: leases handed over without the backend count up (handoff.go)
 	unlocked bool        // Unlock has been called; under mu
-	started  bool        // start armed it; telemetry counts it as held; under mu
+	started  bool        // start armed it; under mu
+	counted  bool        // telemetry counts it as held (dlock.held); under mu
 	ended    atomic.Bool // set before the renewer is told to forget the lease
 
 	mu       sync.Mutex // guards the five fields below and those marked; the lock order: handoff.go
@@ -73,7 +74,7 @@ func (l *lease) start() {
 		return // Close ended it between track and start
 	}
 	l.started = true
-	l.m.c.tel.held.Add(context.Background(), 1, l.m.c.tel.modeAttrs[l.mode])
+	l.counted = l.m.c.tel.heldFrom(l)
 	l.m.c.renewer.expiry.Schedule(&l.expiry, l, l.deadline)
 	if l.m.cfg.renew {
 		at := l.renewAt // inherited from the lease it was handed over by, if any

@@ -105,11 +105,11 @@ func (m *mutex) attempts(ctx context.Context, mode driver.Mode, wait bool) (*lea
 		req = &r
 	}
 	q, w := m.c.enqueue(m.key, mode, m.cfg.owner, req, m.cfg.renew)
-	m.c.tel.waiters.Add(ctx, 1, m.c.tel.modeAttrs[mode])
+	counted := m.c.tel.waiting(ctx, mode)
 	var l *lease
 	defer func() {
 		m.c.dequeue(q, w, l)
-		m.c.tel.waiters.Add(ctx, -1, m.c.tel.modeAttrs[mode])
+		m.c.tel.waited(ctx, mode, counted)
 	}()
 	select {
 	case <-w.turn:

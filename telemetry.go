@@ -4,20 +4,29 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/dlock-go/dlock/driver"
 )
 
 // Observability: OpenTelemetry metrics and traces, and log/slog events. By
 // default dlock uses OpenTelemetry's global providers, which do nothing
-// until the application installs an SDK, and logs nothing; so instrumentation
-// costs a few nanoseconds per call when it is off.
+// until the application installs an SDK, and logs nothing. While a global
+// provider is still OpenTelemetry's default (none installed yet), or the
+// Client was given OpenTelemetry's no-op one, dlock does not make the spans
+// or measurements at all: building them cost more client CPU than the rest
+// of an uncontended Lock. An SDK installed later, after the Client was
+// made, gets them from then on. The up-down counters (dlock.held,
+// dlock.waiters) count only the leases and waiters that began while
+// metrics were on, so that they never go below zero.
 //
 // Metrics (attributes: dlock.mode, and dlock.outcome or dlock.reason):
 //   - dlock.acquire.duration (s): how long Lock, TryLock, RLock and TryRLock
@@ -88,6 +97,16 @@ type telemetry struct {
 	acquireAttrs map[acquireOutcome]metric.MeasurementOption
 	renewAttrs   map[string]metric.MeasurementOption
 	lossAttrs    map[string]metric.MeasurementOption
+
+	// unsetTracers and unsetMeters are OpenTelemetry's default global
+	// providers, when the Client uses them (nil otherwise): while the
+	// global provider is still that one, no SDK is installed, and spans
+	// and measurements would go nowhere (traced, metered).
+	unsetTracers trace.TracerProvider
+	unsetMeters  metric.MeterProvider
+	// noTraces and noMetrics: the Client was given OpenTelemetry's no-op
+	// providers.
+	noTraces, noMetrics bool
 }
 
 // acquireOutcome is a mode and how an acquisition ended.
@@ -104,11 +123,19 @@ var (
 
 func newTelemetry(cfg config) *telemetry {
 	mp, tp, log := cfg.meters, cfg.tracers, cfg.logger
+	var unsetMeters metric.MeterProvider
+	var unsetTracers trace.TracerProvider
 	if mp == nil {
 		mp = otel.GetMeterProvider()
+		if isUnsetGlobal(mp) {
+			unsetMeters = mp
+		}
 	}
 	if tp == nil {
 		tp = otel.GetTracerProvider()
+		if isUnsetGlobal(tp) {
+			unsetTracers = tp
+		}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -120,6 +147,16 @@ func newTelemetry(cfg config) *telemetry {
 		acquireAttrs: map[acquireOutcome]metric.MeasurementOption{},
 		renewAttrs:   map[string]metric.MeasurementOption{},
 		lossAttrs:    map[string]metric.MeasurementOption{},
+		unsetTracers: unsetTracers,
+		unsetMeters:  unsetMeters,
+	}
+	switch tp.(type) {
+	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
+		t.noTraces = true
+	}
+	switch mp.(type) {
+	case metricnoop.MeterProvider, *metricnoop.MeterProvider:
+		t.noMetrics = true
 	}
 	// Instrument errors only mean a misconfigured SDK; the instruments are
 	// then no-ops, which is what an application without metrics gets anyway.
@@ -150,6 +187,33 @@ func newTelemetry(cfg config) *telemetry {
 	return t
 }
 
+// otelGlobalPkg is the package of OpenTelemetry's default global providers,
+// which delegate to the ones an application installs later.
+const otelGlobalPkg = "go.opentelemetry.io/otel/internal/global"
+
+// isUnsetGlobal reports whether p, a global provider, is OpenTelemetry's
+// default: none has been installed. OpenTelemetry exports no way to ask, so
+// this goes by the type's package; should a new version move it, the answer
+// is false and dlock instruments as it would with an SDK installed (and
+// TestTelemetrySkippedWithoutProviders fails).
+func isUnsetGlobal(p any) bool {
+	t := reflect.TypeOf(p)
+	return t != nil && t.Kind() == reflect.Pointer && t.Elem().PkgPath() == otelGlobalPkg
+}
+
+// traced reports whether spans go anywhere: the Client's tracer provider is
+// not a no-op, or the global one, which it uses, has been installed since
+// OpenTelemetry's default (whose tracer then delegates to it). One atomic
+// load.
+func (t *telemetry) traced() bool {
+	return !t.noTraces && (t.unsetTracers == nil || otel.GetTracerProvider() != t.unsetTracers)
+}
+
+// metered is traced's counterpart for metrics.
+func (t *telemetry) metered() bool {
+	return !t.noMetrics && (t.unsetMeters == nil || otel.GetMeterProvider() != t.unsetMeters)
+}
+
 // outcomeOf classifies how an acquisition ended.
 func outcomeOf(err error) string {
 	switch {
@@ -165,8 +229,12 @@ func outcomeOf(err error) string {
 	return "error"
 }
 
-// startAcquire opens the span of one acquisition.
+// startAcquire opens the span of one acquisition; the span is nil when
+// spans go nowhere (traced).
 func (t *telemetry) startAcquire(ctx context.Context, op, key string, mode driver.Mode) (context.Context, trace.Span) {
+	if !t.traced() {
+		return ctx, nil
+	}
 	return t.tracer.Start(ctx, "dlock."+op, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("dlock.key", key), attribute.String("dlock.mode", mode.String())))
 }
@@ -175,26 +243,66 @@ func (t *telemetry) startAcquire(ctx context.Context, op, key string, mode drive
 func (t *telemetry) endAcquire(ctx context.Context, span trace.Span, key string, mode driver.Mode, started time.Time, l *lease, err error) {
 	waited := time.Since(started)
 	outcome := outcomeOf(err)
-	t.acquire.Record(ctx, waited.Seconds(), t.acquireAttrs[acquireOutcome{mode, outcome}])
+	if t.metered() {
+		t.acquire.Record(ctx, waited.Seconds(), t.acquireAttrs[acquireOutcome{mode, outcome}])
+	}
+	if l != nil && t.log.Enabled(ctx, slog.LevelDebug) {
+		t.log.LogAttrs(ctx, slog.LevelDebug, "dlock: acquired", slog.String("key", key),
+			slog.String("mode", mode.String()), slog.Uint64("token", l.Token()), slog.Duration("waited", waited))
+	}
+	if span == nil {
+		return
+	}
 	span.SetAttributes(attribute.String("dlock.outcome", outcome), attribute.Float64("dlock.wait_seconds", waited.Seconds()))
 	if l != nil {
-		token := l.Token()
-		span.SetAttributes(attribute.Int64("dlock.token", int64(token)))
-		t.log.LogAttrs(ctx, slog.LevelDebug, "dlock: acquired", slog.String("key", key),
-			slog.String("mode", mode.String()), slog.Uint64("token", token), slog.Duration("waited", waited))
+		span.SetAttributes(attribute.Int64("dlock.token", int64(l.Token())))
 	} else if outcome == "error" {
 		span.RecordError(err)
 	}
 	span.End()
 }
 
+// heldFrom counts l as held, when metrics are on; it reports whether it
+// did, so that ended takes back only what was counted.
+func (t *telemetry) heldFrom(l *lease) bool {
+	if !t.metered() {
+		return false
+	}
+	t.held.Add(context.Background(), 1, t.modeAttrs[l.mode])
+	return true
+}
+
+// waiting counts a waiter in mode, when metrics are on; it reports whether
+// it did, for waited.
+func (t *telemetry) waiting(ctx context.Context, mode driver.Mode) bool {
+	if !t.metered() {
+		return false
+	}
+	t.waiters.Add(ctx, 1, t.modeAttrs[mode])
+	return true
+}
+
+// waited takes back a waiter in mode that waiting counted.
+func (t *telemetry) waited(ctx context.Context, mode driver.Mode, counted bool) {
+	if counted {
+		t.waiters.Add(ctx, -1, t.modeAttrs[mode])
+	}
+}
+
 // ended records the end of a lease held since acquired; reason is empty
 // unless it was lost.
 func (t *telemetry) ended(l *lease, reason string, err error) {
 	ctx := context.Background()
-	t.held.Add(ctx, -1, t.modeAttrs[l.mode])
-	t.hold.Record(ctx, time.Since(l.acquired).Seconds(), t.modeAttrs[l.mode])
+	if l.counted {
+		t.held.Add(ctx, -1, t.modeAttrs[l.mode])
+	}
+	if t.metered() {
+		t.hold.Record(ctx, time.Since(l.acquired).Seconds(), t.modeAttrs[l.mode])
+	}
 	if reason == "" {
+		if !t.log.Enabled(ctx, slog.LevelDebug) {
+			return
+		}
 		t.log.LogAttrs(ctx, slog.LevelDebug, "dlock: released", slog.String("key", l.m.key), slog.Uint64("token", l.Token()))
 		return
 	}
@@ -205,7 +313,9 @@ func (t *telemetry) ended(l *lease, reason string, err error) {
 
 // renewed records one lease's renewal outcome.
 func (t *telemetry) renewed(l *lease, outcome string, err error) {
-	t.renewals.Add(context.Background(), 1, t.renewAttrs[outcome])
+	if t.metered() {
+		t.renewals.Add(context.Background(), 1, t.renewAttrs[outcome])
+	}
 	if outcome == "failed" {
 		t.log.LogAttrs(context.Background(), slog.LevelInfo, "dlock: renewal failed; lease uncertain until renewed",
 			slog.String("key", l.m.key), slog.Uint64("token", l.Token()), slog.Any("error", err))
