@@ -21,14 +21,10 @@ type Client struct {
 	// (handoff.go).
 	caps driver.Capabilities
 
-	// closing is cancelled by Close; every wait watches it.
+	// closing is cancelled by Close; the waits that have no operation's
+	// context watch it.
 	closing     context.Context
 	stopClosing context.CancelFunc
-	// abandon is cancelled when Close's own context ends while it waits
-	// for operations in flight: Unlock's releases and transfers then give
-	// up, and their locks end by their TTL.
-	abandon     context.Context
-	stopAbandon context.CancelFunc
 
 	renewer renewer
 	tel     *telemetry
@@ -49,6 +45,20 @@ type Client struct {
 	closed bool
 	leases map[*lease]struct{}
 	ops    sync.WaitGroup // acquisitions and renewals in flight
+	// acquiring are the contexts of acquisitions in flight, which Close
+	// cancels; releasing those of Unlock's releases and transfers, which
+	// Close cancels when its own context ends while it waits for them
+	// (their locks then end by their TTL). Under mu.
+	acquiring, releasing opCuts
+}
+
+// opCuts is a set of operations' contexts that Close cancels, with
+// ErrClosed as the cause, all at once. It stands for a context.AfterFunc on
+// a Client-wide context per operation, which cost three allocations each,
+// on every Lock and every Unlock.
+type opCuts struct {
+	cut     bool // cancelled: contexts watched since are cancelled at once
+	cancels map[context.Context]context.CancelCauseFunc
 }
 
 // New makes a Client over a driver, usually one made by a driver package's
@@ -70,7 +80,8 @@ func New(d driver.Driver, opts ...Option) (*Client, error) {
 	c.renewer.init(c)
 	c.tel = newTelemetry(defaults)
 	c.closing, c.stopClosing = context.WithCancel(context.Background())
-	c.abandon, c.stopAbandon = context.WithCancel(context.Background())
+	c.acquiring.cancels = map[context.Context]context.CancelCauseFunc{}
+	c.releasing.cancels = map[context.Context]context.CancelCauseFunc{}
 	return c, nil
 }
 
@@ -137,14 +148,15 @@ func (c *Client) Close(ctx context.Context) error {
 	c.closed = true
 	c.mu.Unlock()
 	c.stopClosing()
+	c.cut(&c.acquiring)
 	c.renewer.stop()
 	// In-flight acquisitions see closing and give up; renewals finish;
 	// Unlock calls finish their release or transfer, cut short if ctx
 	// ends first.
-	stopWatch := context.AfterFunc(ctx, c.stopAbandon)
+	stopWatch := context.AfterFunc(ctx, func() { c.cut(&c.releasing) })
 	c.ops.Wait()
 	stopWatch()
-	defer c.stopAbandon()
+	defer c.cut(&c.releasing)
 
 	c.mu.Lock()
 	held := make([]*lease, 0, len(c.leases))
@@ -177,13 +189,53 @@ func (c *Client) Close(ctx context.Context) error {
 }
 
 // bound returns ctx, also cancelled (with ErrClosed as its cause) when a
-// Close gives up waiting for operations in flight.
-func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+// Close gives up waiting for operations in flight. The caller ends it with
+// unbound.
+func (c *Client) bound(ctx context.Context) (context.Context, context.CancelCauseFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(c.abandon, func() { cancel(ErrClosed) })
-	return ctx, func() {
-		stop()
-		cancel(nil)
+	c.watch(&c.releasing, ctx, cancel)
+	return ctx, cancel
+}
+
+// unbound ends a context that bound returned, with its cancel.
+func (c *Client) unbound(ctx context.Context, cancel context.CancelCauseFunc) {
+	c.unwatch(&c.releasing, ctx)
+	cancel(nil)
+}
+
+// watch puts ctx, cancelled by cancel, into s; when s was already cut, it
+// cancels ctx at once instead.
+func (c *Client) watch(s *opCuts, ctx context.Context, cancel context.CancelCauseFunc) {
+	c.mu.Lock()
+	if !s.cut {
+		s.cancels[ctx] = cancel
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	cancel(ErrClosed)
+}
+
+// unwatch takes ctx out of s.
+func (c *Client) unwatch(s *opCuts, ctx context.Context) {
+	c.mu.Lock()
+	delete(s.cancels, ctx)
+	c.mu.Unlock()
+}
+
+// cut cancels the contexts in s, and those put into it later, with
+// ErrClosed as the cause. The cancels run outside c.mu, a leaf.
+func (c *Client) cut(s *opCuts) {
+	c.mu.Lock()
+	s.cut = true
+	cancels := make([]context.CancelCauseFunc, 0, len(s.cancels))
+	for _, cancel := range s.cancels {
+		cancels = append(cancels, cancel)
+	}
+	clear(s.cancels)
+	c.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel(ErrClosed)
 	}
 }
 

@@ -73,8 +73,8 @@ func (c *Client) acquireTraced(ctx context.Context, op, key string, attempt func
 	// Every backend call is bounded by the caller's ctx and by Close.
 	opCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(c.closing, func() { cancel(ErrClosed) })
-	defer stop()
+	c.watch(&c.acquiring, opCtx, cancel)
+	defer c.unwatch(&c.acquiring, opCtx)
 
 	l, err := attempt(opCtx)
 	if err != nil {
