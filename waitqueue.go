@@ -45,6 +45,13 @@ type waitQueue struct {
 	// consecutive transfers to this queue (handoff.go).
 	cand      *candidate
 	transfers int
+
+	// first is the waiter that made the queue, and slots the start of
+	// waiters: most queues only ever hold one waiter (an uncontended Lock,
+	// or one goroutine per Client), which then costs no allocation of its
+	// own.
+	first waiter
+	slots [1]*waiter
 }
 
 // waiter is one goroutine in a waitQueue.
@@ -55,6 +62,9 @@ type waiter struct {
 	req   *driver.Request
 	cand  *candidate
 	renew bool // the waiter's Mutex renews its leases
+	// reqv holds *req, kept in the waiter so that it costs no allocation
+	// of its own.
+	reqv driver.Request
 }
 
 // queueID names a waitQueue, and the subscription it leaves behind.
@@ -79,6 +89,7 @@ func (c *Client) enqueue(key string, mode driver.Mode, owner string, req *driver
 		id := queueID{key, mode, owner}
 		idle := c.idle[id]
 		q = &waitQueue{key: key, mode: mode, owner: owner, kick: make(chan struct{}, 1), sub: idle.sub}
+		q.waiters = q.slots[:0]
 		// A lease of this Client holds the lock (the last waiter of the
 		// previous queue left with it, and it has not ended): the head
 		// waits for its Unlock, which hands the lock to the head's offer
@@ -98,11 +109,21 @@ func (c *Client) enqueue(key string, mode driver.Mode, owner string, req *driver
 		delete(c.idle, id)
 		c.queues[key] = append(c.queues[key], q)
 	}
-	w := &waiter{turn: make(chan struct{}), req: req, renew: renew}
-	q.waiters = append(q.waiters, w)
-	if len(q.waiters) == 1 {
-		close(w.turn)
+	var w *waiter
+	if len(q.waiters) == 0 {
+		// The head at once: its turn has come, and dequeue never closes
+		// it (it closes the turn of the waiter after the head).
+		w = &q.first
+		w.turn = closedDone
+	} else {
+		w = &waiter{turn: make(chan struct{})}
 	}
+	w.renew = renew
+	if req != nil {
+		w.reqv = *req
+		w.req = &w.reqv
+	}
+	q.waiters = append(q.waiters, w)
 	return q, w
 }
 
