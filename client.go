@@ -55,10 +55,13 @@ type Client struct {
 // opCuts is a set of operations' contexts that Close cancels, with
 // ErrClosed as the cause, all at once. It stands for a context.AfterFunc on
 // a Client-wide context per operation, which cost three allocations each,
-// on every Lock and every Unlock.
+// on every Lock and every Unlock. A context's place is a slot, reused once
+// free: no hashing, and no allocation once the set has grown to the
+// number of operations in flight.
 type opCuts struct {
-	cut     bool // cancelled: contexts watched since are cancelled at once
-	cancels map[context.Context]context.CancelCauseFunc
+	cut     bool                      // cancelled: contexts watched since are cancelled at once
+	cancels []context.CancelCauseFunc // by slot; nil when free
+	free    []int                     // the free slots
 }
 
 // New makes a Client over a driver, usually one made by a driver package's
@@ -80,8 +83,6 @@ func New(d driver.Driver, opts ...Option) (*Client, error) {
 	c.renewer.init(c)
 	c.tel = newTelemetry(defaults)
 	c.closing, c.stopClosing = context.WithCancel(context.Background())
-	c.acquiring.cancels = map[context.Context]context.CancelCauseFunc{}
-	c.releasing.cancels = map[context.Context]context.CancelCauseFunc{}
 	return c, nil
 }
 
@@ -191,35 +192,54 @@ func (c *Client) Close(ctx context.Context) error {
 // bound returns ctx, also cancelled (with ErrClosed as its cause) when a
 // Close gives up waiting for operations in flight. The caller ends it with
 // unbound.
-func (c *Client) bound(ctx context.Context) (context.Context, context.CancelCauseFunc) {
+func (c *Client) bound(ctx context.Context) (context.Context, watched) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	c.watch(&c.releasing, ctx, cancel)
-	return ctx, cancel
+	return ctx, c.watch(&c.releasing, cancel)
 }
 
-// unbound ends a context that bound returned, with its cancel.
-func (c *Client) unbound(ctx context.Context, cancel context.CancelCauseFunc) {
-	c.unwatch(&c.releasing, ctx)
-	cancel(nil)
+// unbound ends a context that bound returned.
+func (c *Client) unbound(w watched) {
+	c.unwatch(&c.releasing, w)
+	w.cancel(nil)
 }
 
-// watch puts ctx, cancelled by cancel, into s; when s was already cut, it
-// cancels ctx at once instead.
-func (c *Client) watch(s *opCuts, ctx context.Context, cancel context.CancelCauseFunc) {
+// watched is a context's place in an opCuts, and its cancel.
+type watched struct {
+	cancel context.CancelCauseFunc
+	slot   int // -1: not in the set, cancelled at once
+}
+
+// watch puts a context, cancelled by cancel, into s; when s was already
+// cut, it cancels it at once instead.
+func (c *Client) watch(s *opCuts, cancel context.CancelCauseFunc) watched {
 	c.mu.Lock()
-	if !s.cut {
-		s.cancels[ctx] = cancel
+	if s.cut {
 		c.mu.Unlock()
-		return
+		cancel(ErrClosed)
+		return watched{cancel, -1}
+	}
+	var slot int
+	if n := len(s.free); n > 0 {
+		slot, s.free = s.free[n-1], s.free[:n-1]
+		s.cancels[slot] = cancel
+	} else {
+		slot = len(s.cancels)
+		s.cancels = append(s.cancels, cancel)
 	}
 	c.mu.Unlock()
-	cancel(ErrClosed)
+	return watched{cancel, slot}
 }
 
-// unwatch takes ctx out of s.
-func (c *Client) unwatch(s *opCuts, ctx context.Context) {
+// unwatch takes w out of s; after a cut, its slot is gone already.
+func (c *Client) unwatch(s *opCuts, w watched) {
+	if w.slot < 0 {
+		return
+	}
 	c.mu.Lock()
-	delete(s.cancels, ctx)
+	if !s.cut {
+		s.cancels[w.slot] = nil
+		s.free = append(s.free, w.slot)
+	}
 	c.mu.Unlock()
 }
 
@@ -228,14 +248,13 @@ func (c *Client) unwatch(s *opCuts, ctx context.Context) {
 func (c *Client) cut(s *opCuts) {
 	c.mu.Lock()
 	s.cut = true
-	cancels := make([]context.CancelCauseFunc, 0, len(s.cancels))
-	for _, cancel := range s.cancels {
-		cancels = append(cancels, cancel)
-	}
-	clear(s.cancels)
+	cancels := s.cancels
+	s.cancels, s.free = nil, nil
 	c.mu.Unlock()
 	for _, cancel := range cancels {
-		cancel(ErrClosed)
+		if cancel != nil {
+			cancel(ErrClosed)
+		}
 	}
 }
 

@@ -316,8 +316,8 @@ func (l *lease) Unlock(ctx context.Context) error {
 	deadline := l.deadline // no longer moved: renewal stopped with finish
 	l.mu.Unlock()
 
-	bctx, unbind := c.bound(ctx)
-	defer c.unbound(bctx, unbind)
+	bctx, bounds := c.bound(ctx)
+	defer c.unbound(bounds)
 	transferred, yield, err := l.transfer(bctx, ended == nil)
 	if !transferred {
 		err = l.release(bctx)
@@ -362,19 +362,19 @@ func (l *lease) release(ctx context.Context) error {
 	}
 	c := l.m.c
 	cleanup, cancel := cleanupContext(ctx, l.m.cfg.ttl)
-	cleanup, unbind := c.bound(cleanup)
+	cleanup, bounds := c.bound(cleanup)
 	if !c.beginOp() {
 		// Closing: Close waits for the Unlock that called release, so
 		// give the lock back here.
 		defer cancel()
-		defer c.unbound(cleanup, unbind)
+		defer c.unbound(bounds)
 		_ = l.d.Release(cleanup)
 		return err
 	}
 	go func() {
 		defer c.ops.Done() // Close waits for it
 		defer cancel()
-		defer c.unbound(cleanup, unbind)
+		defer c.unbound(bounds)
 		_ = l.d.Release(cleanup)
 	}()
 	return err

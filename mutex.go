@@ -59,10 +59,9 @@ func (c *Client) acquire(ctx context.Context, op, key string, mode driver.Mode, 
 	}
 	defer c.ops.Done()
 
-	started := time.Now()
-	ctx, span := c.tel.startAcquire(ctx, op, key, mode)
+	ctx, rec := c.tel.startAcquire(ctx, op, key, mode)
 	l, err := c.acquireTraced(ctx, op, key, attempt)
-	c.tel.endAcquire(ctx, span, key, mode, started, l, err)
+	c.tel.endAcquire(ctx, rec, key, mode, l, err)
 	if err != nil {
 		return nil, err // not a nil *lease in a non-nil Lease
 	}
@@ -73,8 +72,7 @@ func (c *Client) acquireTraced(ctx context.Context, op, key string, attempt func
 	// Every backend call is bounded by the caller's ctx and by Close.
 	opCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	c.watch(&c.acquiring, opCtx, cancel)
-	defer c.unwatch(&c.acquiring, opCtx)
+	defer c.unwatch(&c.acquiring, c.watch(&c.acquiring, cancel))
 
 	l, err := attempt(opCtx)
 	if err != nil {
@@ -417,7 +415,7 @@ func (m *mutex) granted(ctx context.Context, dl driver.Lease, started time.Time,
 // already over.
 func (m *mutex) checkArrival(ctx context.Context, l *lease) (*lease, error) {
 	dl := l.d
-	if !time.Now().Before(l.Deadline()) {
+	if !l.acquired.Before(l.Deadline()) { // acquired: the lease's arrival, just now
 		cleanup, cancel := cleanupContext(ctx, m.cfg.ttl)
 		defer cancel()
 		if err := dl.Release(cleanup); err != nil && !errors.Is(err, ErrNotHeld) {
