@@ -26,6 +26,7 @@ type waitQueue struct {
 	waiters []*waiter // FIFO; waiters[0] is the head
 
 	// kick wakes the head: a lease of this Client on the key was released.
+	// nil when the driver is Blocking: the head then waits in the backend.
 	kick chan struct{}
 	// sub is the backend subscription successive heads share, so that a
 	// handoff inside the process costs no SUBSCRIBE and UNSUBSCRIBE.
@@ -52,6 +53,8 @@ type waitQueue struct {
 	// own.
 	first waiter
 	slots [1]*waiter
+	// line backs Client.queues[key] while q is the key's only queue.
+	line [1]*waitQueue
 }
 
 // waiter is one goroutine in a waitQueue.
@@ -88,7 +91,13 @@ func (c *Client) enqueue(key string, mode driver.Mode, owner string, req *driver
 	} else {
 		id := queueID{key, mode, owner}
 		idle := c.idle[id]
-		q = &waitQueue{key: key, mode: mode, owner: owner, kick: make(chan struct{}, 1), sub: idle.sub}
+		q = &waitQueue{key: key, mode: mode, owner: owner, sub: idle.sub}
+		if !c.caps.Blocking {
+			// A head that waits in the backend's own queue never
+			// listens for kicks (waitAsHead), and kick skips a nil
+			// channel.
+			q.kick = make(chan struct{}, 1)
+		}
 		q.waiters = q.slots[:0]
 		// A lease of this Client holds the lock (the last waiter of the
 		// previous queue left with it, and it has not ended): the head
@@ -107,7 +116,15 @@ func (c *Client) enqueue(key string, mode driver.Mode, owner string, req *driver
 			q.transfers = idle.transfers
 		}
 		delete(c.idle, id)
-		c.queues[key] = append(c.queues[key], q)
+		if len(c.queues[key]) == 0 {
+			// The key's only queue: the line of queues is kept in q
+			// itself until another queue joins it (append copies it
+			// out then), as most keys only ever have one.
+			q.line[0] = q
+			c.queues[key] = q.line[:1]
+		} else {
+			c.queues[key] = append(c.queues[key], q)
+		}
 	}
 	var w *waiter
 	if len(q.waiters) == 0 {
