@@ -2,6 +2,9 @@ package redis
 
 import (
 	"errors"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,7 +74,8 @@ func nextWaiting(key string) driver.Request {
 // A release grants the lock to the queue's head by itself, and the head's
 // next Acquire takes it from the message with no request: a lease of the
 // hold granted to the head's queued request ID, with a token above the
-// releaser's, which renews and releases as any other.
+// releaser's, which renews (alone and batched), transfers and releases as
+// any other.
 func TestReleaseGrantsQueueHead(t *testing.T) {
 	rdb := newRDB(t)
 	holder := newTestDriver(t, rdb)
@@ -100,6 +104,9 @@ func TestReleaseGrantsQueueHead(t *testing.T) {
 	if got := counted.n.Load() - before; got != 0 {
 		t.Errorf("the head sent %d requests between the release and its grant, want 0", got)
 	}
+	if id := l.(*lease).id; id != queued.ID {
+		t.Errorf("the lease holds request %s, want the queued request %s", id, queued.ID)
+	}
 	if l.Token() != h.token || l.Token() <= held.Token() {
 		t.Errorf("token %d (hold's %d) after the releaser's %d, want the hold's, greater", l.Token(), h.token, held.Token())
 	}
@@ -112,8 +119,23 @@ func TestReleaseGrantsQueueHead(t *testing.T) {
 	if err := l.Extend(ctx, grantTTL); err != nil {
 		t.Fatalf("Extend of the claimed grant: %v", err)
 	}
+	if errs := head.ExtendBatch(ctx, []driver.Lease{l}, []time.Duration{grantTTL}); errs[0] != nil {
+		t.Fatalf("ExtendBatch of the claimed grant: %v", errs[0])
+	}
+	next := testkit.Request(key, grantTTL)
+	moved, err := head.Transfer(ctx, l, next)
+	if err != nil {
+		t.Fatalf("Transfer from the claimed grant: %v", err)
+	}
+	if moved.Token() <= l.Token()+tokenBlock-1 {
+		t.Errorf("transferred token %d, want past the claimed grant's block (%d + %d)", moved.Token(), l.Token(), tokenBlock)
+	}
+	if err := l.Release(ctx); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("Release of the claimed grant after its transfer: %v, want ErrNotHeld", err)
+	}
+	l = moved
 	if err := l.Release(ctx); err != nil {
-		t.Fatalf("Release of the claimed grant: %v", err)
+		t.Fatalf("Release of the transferred grant: %v", err)
 	}
 	if n, _ := rdb.Exists(ctx, namesOf(DefaultKeyPrefix, key).lock).Result(); n != 0 {
 		t.Error("the lock's key is still there after the claimed grant's release")
@@ -355,4 +377,63 @@ func TestLostGrantTakenOver(t *testing.T) {
 		t.Errorf("token %d after the lost grant's %d, want greater", mine.Token(), granted.token)
 	}
 	_ = mine.Release(ctx)
+}
+
+// TestRequestsPerSection is a measurement: set DLOCK_REDIS_COUNT=1 to run
+// it. N Drivers (each its own Client and connection, as N processes) lock
+// and unlock one key in turn, and the server's commandstats count the
+// scripts they ran per critical section.
+func TestRequestsPerSection(t *testing.T) {
+	if os.Getenv("DLOCK_REDIS_COUNT") == "" {
+		t.Skip("a measurement: set DLOCK_REDIS_COUNT=1 to run it")
+	}
+	rdb := newRDB(t)
+	scripts := func() int64 {
+		info, err := rdb.Info(ctxFor(t), "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, line := range strings.Split(info, "\n") {
+			for _, name := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+				if rest, ok := strings.CutPrefix(line, name); ok {
+					v, _, _ := strings.Cut(rest, ",")
+					k, _ := strconv.ParseInt(v, 10, 64)
+					n += k
+				}
+			}
+		}
+		return n
+	}
+	for _, drivers := range []int{2, 8} {
+		key := testkit.Key(t)
+		const sections = 400
+		var ms []dlock.Mutex
+		for range drivers {
+			c := testkit.Client(t, newTestDriver(t, newRDB(t)), dlock.WithTTL(grantTTL))
+			m := testkit.Mutex(t, c, key)
+			l := testkit.Lock(t, ctxFor(t), m) // loads the scripts
+			_ = l.Unlock(ctxFor(t))
+			ms = append(ms, m)
+		}
+		before := scripts()
+		var wg sync.WaitGroup
+		for _, m := range ms {
+			wg.Go(func() {
+				for range sections / drivers {
+					l, err := m.Lock(ctxFor(t))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if err := l.Unlock(ctxFor(t)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		t.Logf("%d Drivers in turn: %.2f scripts per critical section (%d sections)", drivers, float64(scripts()-before)/sections, sections)
+	}
 }
