@@ -153,7 +153,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	// releaser's grant would not be waited for).
 	byRelease := waiter != "" && req.Value == "" && d.acks.n == 0 && !strings.ContainsAny(req.ID, " \t")
 	if byRelease {
-		if m, validity, ok := d.grants.claim(n, start); ok {
+		if m, validity, ok := d.grants.claim(n, req.TTL, start); ok {
 			d.markQueued(n, false) // the grant took the Driver out of the queue
 			l := &lease{d: d, names: n, id: m.id}
 			l.Start(m.token, validity)
@@ -165,7 +165,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	var takeover string
 	switch {
 	case byRelease:
-		seq, takeover = d.grants.begin(n, req.ID)
+		seq, takeover = d.grants.begin(n, req.ID, req.TTL)
 		extra = []any{"", fmt.Sprintf("%s %d %d", millis(req.TTL), blockFor(req), seq), takeover}
 	case waiter != "":
 		extra = []any{"", ""} // no grant by release: drop an earlier attempt's

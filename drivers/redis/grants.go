@@ -55,7 +55,8 @@ const (
 // attempt is one queued attempt the Driver sent.
 type attempt struct {
 	id    string
-	sent  time.Time // local, taken before the send
+	ttl   time.Duration // the request's; a claim must ask for the same
+	sent  time.Time     // local, taken before the send
 	state attemptState
 }
 
@@ -149,10 +150,11 @@ func (g *grants) sweep(now time.Time) {
 }
 
 // claim takes the grant in the mailbox of n, if one is there for an
-// attempt still pending and enough validity is left counted from start,
-// the start of the Acquire call: it then returns the grant and its
-// validity, and the grant can never be claimed again.
-func (g *grants) claim(n names, start time.Time) (grantMsg, time.Duration, bool) {
+// attempt still pending that asked for ttl (so that the hold lasts no
+// longer than the claiming request allows), and enough validity is left
+// counted from start, the start of the Acquire call: it then returns the
+// grant and its validity, and the grant can never be claimed again.
+func (g *grants) claim(n names, ttl time.Duration, start time.Time) (grantMsg, time.Duration, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	lg := g.locks[n.lock]
@@ -161,7 +163,7 @@ func (g *grants) claim(n names, start time.Time) (grantMsg, time.Duration, bool)
 	}
 	m := *lg.box
 	a := lg.attempts[m.seq]
-	if a == nil || a.state != pending || a.id != m.id {
+	if a == nil || a.state != pending || a.id != m.id || a.ttl != ttl {
 		return grantMsg{}, 0, false
 	}
 	from := a.sent
@@ -177,11 +179,11 @@ func (g *grants) claim(n names, start time.Time) (grantMsg, time.Duration, bool)
 	return m, validity, true
 }
 
-// begin records a queued attempt of request id for n before it is sent,
+// begin records a queued attempt of request id with ttl for n before it is sent,
 // and returns its number and the ID the attempt may take over (or ""):
 // the latest pending attempt's, whose grant, if the server made one, is
 // made unclaimable here, before the server can drop it.
-func (g *grants) begin(n names, id string) (seq uint64, takeover string) {
+func (g *grants) begin(n names, id string, ttl time.Duration) (seq uint64, takeover string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := time.Now()
@@ -202,7 +204,7 @@ func (g *grants) begin(n names, id string) (seq uint64, takeover string) {
 		}
 	}
 	lg.next++
-	lg.attempts[lg.next] = &attempt{id: id, sent: time.Now(), state: inflight}
+	lg.attempts[lg.next] = &attempt{id: id, ttl: ttl, sent: time.Now(), state: inflight}
 	return lg.next, takeover
 }
 

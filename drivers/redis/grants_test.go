@@ -437,3 +437,79 @@ func TestRequestsPerSection(t *testing.T) {
 		t.Logf("%d Drivers in turn: %.2f scripts per critical section (%d sections)", drivers, float64(scripts()-before)/sections, sections)
 	}
 }
+
+// The mailbox's rules, without a server: a grant is claimable only for an
+// attempt whose reply came back as a queued refusal, by a request with the
+// attempt's TTL, with enough validity left counted from the attempt's send,
+// and once; an attempt named for take-over is never claimed.
+func TestGrantClaimRules(t *testing.T) {
+	d := newDriver(offlineRDB(), false, defaultOptions())
+	defer d.Close()
+	n := namesOf(DefaultKeyPrefix, "k")
+	// A waiter of the Driver watches the key (no server: by hand).
+	d.notify.chans[n.channel()] = &channel{subs: map[*subscription]struct{}{{}: {}}}
+	msg := func(seq uint64, id string) grantMsg {
+		return grantMsg{id: id, token: 7, hold: 2 * time.Second, seq: seq}
+	}
+	const ttl = 5 * time.Second
+
+	seq, takeover := d.grants.begin(n, "a", ttl)
+	if takeover != "" {
+		t.Fatalf("first attempt names %q for take-over", takeover)
+	}
+	d.grants.deliver(n.lock, msg(seq, "a")) // before the attempt's reply
+	if _, _, ok := d.grants.claim(n, ttl, time.Now()); ok {
+		t.Fatal("claimed a grant for an attempt still in flight")
+	}
+	d.grants.finish(n, seq, true, false)
+	if _, _, ok := d.grants.claim(n, 2*ttl, time.Now()); ok {
+		t.Fatal("claimed by a request with another TTL")
+	}
+	m, v, ok := d.grants.claim(n, ttl, time.Now())
+	if !ok || m.id != "a" || v <= 0 || v > m.hold {
+		t.Fatalf("claim: %+v, %v, %v; want a's grant with validity in (0, %v]", m, v, ok, m.hold)
+	}
+	d.grants.deliver(n.lock, msg(seq, "a")) // a duplicate
+	if _, _, ok := d.grants.claim(n, ttl, time.Now()); ok {
+		t.Fatal("claimed a duplicate")
+	}
+
+	// Named for take-over: never claimed after.
+	seq, _ = d.grants.begin(n, "b", ttl)
+	d.grants.finish(n, seq, true, false)
+	d.grants.deliver(n.lock, msg(seq, "b"))
+	if _, takeover = d.grants.begin(n, "c", ttl); takeover != "b" {
+		t.Fatalf("take-over names %q, want b", takeover)
+	}
+	if _, _, ok := d.grants.claim(n, ttl, time.Now()); ok {
+		t.Fatal("claimed a grant named for take-over")
+	}
+
+	// Too little validity left, counted from the send: not claimed.
+	seq, _ = d.grants.begin(n, "e", ttl)
+	d.grants.finish(n, seq, true, false)
+	d.grants.deliver(n.lock, msg(seq, "e"))
+	if _, _, ok := d.grants.claim(n, ttl, time.Now().Add(2*time.Second)); ok {
+		t.Fatal("claimed a grant whose hold has run out since its attempt was sent")
+	}
+	// A message naming another ID than the attempt's is no grant of it.
+	seq, _ = d.grants.begin(n, "f", ttl)
+	d.grants.finish(n, seq, true, false)
+	d.grants.deliver(n.lock, msg(seq, "g"))
+	if _, _, ok := d.grants.claim(n, ttl, time.Now()); ok {
+		t.Fatal("claimed a grant for an ID the attempt did not have")
+	}
+}
+
+// Grant messages parse only in their own shape; the name alone is a
+// wake-up.
+func TestParseGrant(t *testing.T) {
+	if m, ok := parseGrant("SELF abc 42 1500 3"); !ok || m.id != "abc" || m.token != 42 || m.hold != 1500*time.Millisecond || m.seq != 3 {
+		t.Errorf("parseGrant: %+v, %v", m, ok)
+	}
+	for _, p := range []string{"SELF", "SELF abc 42 1500", "SELF abc x 1500 3", "SELF abc 42 0 3", "SELF abc 42 1500 3 9"} {
+		if _, ok := parseGrant(p); ok {
+			t.Errorf("parseGrant(%q) accepted", p)
+		}
+	}
+}
