@@ -151,33 +151,45 @@ func TestLockHandedByRelease(t *testing.T) {
 	bd, counted, _ := countedDriver(t)
 	b := testkit.Client(t, bd, dlock.WithTTL(grantTTL))
 	ma, mb := testkit.Mutex(t, a, key), testkit.Mutex(t, b, key)
-	held := testkit.Lock(t, ctxFor(t), ma)
-	got := make(chan error, 1)
-	var lb dlock.Lease
-	go func() {
-		var err error
-		lb, err = mb.Lock(ctxFor(t))
-		got <- err
-	}()
-	waitQueued(t, key, 1)
-	before := counted.snapshot()
-	token := held.Token()
-	if err := held.Unlock(ctxFor(t)); err != nil {
-		t.Fatal(err)
+	// A message that reaches the waiter too late to leave a quarter of the
+	// hold's TTL (a machine stalled for about a second) is rightly not
+	// taken: the waiter takes the lock over by a request instead. So the
+	// test hands the lock over several times and asks that at least one
+	// handoff came from the message alone, and that every one is fenced.
+	const rounds = 5
+	fromMessage := 0
+	for range rounds {
+		held := testkit.Lock(t, ctxFor(t), ma)
+		got := make(chan error, 1)
+		var lb dlock.Lease
+		go func() {
+			var err error
+			lb, err = mb.Lock(ctxFor(t))
+			got <- err
+		}()
+		waitQueued(t, key, 1)
+		before := counted.snapshot()
+		token := held.Token()
+		if err := held.Unlock(ctxFor(t)); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("the waiting Lock: %v", err)
+		}
+		after := counted.snapshot()
+		if after["acquire1"] == before["acquire1"] {
+			fromMessage++
+		}
+		t.Logf("the waiter's requests from its queueing to its grant: %v, then %v", before, after)
+		if lb.Token() <= token {
+			t.Errorf("token %d after %d, want greater", lb.Token(), token)
+		}
+		if err := lb.Unlock(ctxFor(t)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := <-got; err != nil {
-		t.Fatalf("the waiting Lock: %v", err)
-	}
-	after := counted.snapshot()
-	if after["acquire1"] != before["acquire1"] {
-		t.Errorf("the waiter's lock came from %d granted acquire requests, want none (the release's grant)", after["acquire1"]-before["acquire1"])
-	}
-	t.Logf("the waiter's requests from its queueing to its grant: %v, then %v", before, after)
-	if lb.Token() <= token {
-		t.Errorf("token %d after %d, want greater", lb.Token(), token)
-	}
-	if err := lb.Unlock(ctxFor(t)); err != nil {
-		t.Fatal(err)
+	if fromMessage == 0 {
+		t.Errorf("none of %d handoffs came from the release's grant alone: each cost a granted acquire request", rounds)
 	}
 }
 
