@@ -46,7 +46,7 @@ func BenchmarkCoreCPU(b *testing.B) {
 		if name == "WithoutBlocking" {
 			opts = append(opts, memory.WithoutBlocking())
 		}
-		for _, clients := range []int{8} {
+		for _, clients := range []int{8, 64} {
 			b.Run(fmt.Sprintf("%s/clients=%d", name, clients), func(b *testing.B) {
 				benchIndependent(b, clients, opts)
 			})
