@@ -1,0 +1,301 @@
+package memcache
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+)
+
+// The line of waiters (see "Waiting in line" in the package documentation).
+// memcached cannot queue a request or wake anyone, so the driver keeps a
+// ticket counter ("next") and a served counter ("served") beside each lock,
+// and tells a waiter that has a ticket to poll soon when its turn is near and
+// late when it is far. Tickets only pace the polling: the lock is still
+// granted by the add of its item alone.
+const (
+	// window is how many tickets past the last served one poll fast and
+	// try the add: more than one, so that a ticket whose Driver has gone
+	// does not hold the lock free until its absence is noticed, and so that
+	// a release is seen by one of them sooner than by a lone poller.
+	window = 3
+
+	// fastRetry is the RetryAfter of a waiter inside the window: the core
+	// then polls about a millisecond later (it never sleeps more than one
+	// millisecond past a reported RetryAfter).
+	fastRetry = 100 * time.Microsecond
+
+	// backStep is the further delay per ticket beyond the window, up to
+	// backMax, so that the waiters far back poll rarely and read only the
+	// counters, without trying the add.
+	backStep = time.Millisecond
+	backMax  = 50 * time.Millisecond
+
+	// stallAfter and stallPolls bound how long a waiter beyond the window
+	// defers to the tickets ahead of it: once served has not moved for
+	// stallAfter, or over stallPolls of its polls in a row, it tries the add
+	// at each poll as well, so that tickets whose Drivers left (closed,
+	// crashed, or gave up waiting) never keep a free lock idle for longer.
+	stallAfter = 100 * time.Millisecond
+	stallPolls = 8
+
+	// ticketIdle is how long a Driver keeps a ticket it does not use: a
+	// ticket unused for that long (its waiter gave up, or it came from a
+	// TryLock) is forgotten, and the next refused attempt takes a new one
+	// at the back of the line.
+	ticketIdle = time.Second
+
+	// courtesy is how long after a grant taken with a ticket, while others
+	// held tickets behind it, the Driver's next attempt on that lock joins
+	// the line before it tries the add: a holder that unlocks and locks
+	// again at once would otherwise take the lock back before the waiters
+	// polled.
+	courtesy = 200 * time.Millisecond
+
+	// counterSeconds is the expiry of the two counters, in seconds: they
+	// are rewritten (served) or touched (next) by the grants that use them,
+	// so a lock nobody waits for leaves them to expire.
+	counterSeconds = 600
+	// touchEvery is how often at most a Driver touches a "next" counter.
+	touchEvery = time.Minute
+
+	// maxPlaces bounds the Drivers' table of places, as maxHints does the
+	// hints.
+	maxPlaces = 4096
+)
+
+// place is what a Driver knows of its turn at one lock.
+type place struct {
+	ticket  uint64    // the Driver's ticket, 0 for none
+	used    time.Time // when the ticket was last used by an attempt
+	served  uint64    // the served counter as last read (0: unknown)
+	next    uint64    // the ticket counter as last read
+	moved   time.Time // when served was last seen to change
+	still   int       // polls in a row that found served unchanged
+	polite  time.Time // until when a new attempt joins the line first
+	touched time.Time // when this Driver last refreshed the "next" counter
+}
+
+// places is a Driver's table of places, per lock item name.
+type places struct {
+	mu sync.Mutex
+	m  map[string]*place
+}
+
+// get returns the place for name, made when missing. The caller holds mu.
+func (p *places) get(name string, now time.Time) *place {
+	if pl, ok := p.m[name]; ok {
+		return pl
+	}
+	if p.m == nil {
+		p.m = make(map[string]*place)
+	}
+	if len(p.m) >= maxPlaces {
+		for k, pl := range p.m {
+			if now.Sub(pl.used) > ticketIdle && now.After(pl.polite) {
+				delete(p.m, k)
+			}
+		}
+		if len(p.m) >= maxPlaces {
+			clear(p.m)
+		}
+	}
+	pl := &place{}
+	p.m[name] = pl
+	return pl
+}
+
+// turn is a Driver's view of its turn, taken before an attempt.
+type turn struct {
+	ticket uint64 // 0: no ticket, the attempt behaves as without a line
+	pos    uint64 // the ticket's distance from the last served one (1: next)
+	tryAdd bool   // the attempt should try the add
+}
+
+// retryAfter is the RetryAfter of a refused attempt with this turn.
+func (t turn) retryAfter() time.Duration {
+	if t.ticket == 0 || t.pos <= window {
+		return fastRetry
+	}
+	return min(time.Duration(t.pos-window)*backStep, backMax)
+}
+
+// checkIn returns the turn of an attempt on n: with the Driver's ticket when
+// it has one that is not stale (or takes one when the Driver just let go of
+// the lock while others waited), and the counters read. Errors reading or
+// taking counters are not returned: the attempt then behaves as without a
+// line.
+func (d *Driver) checkIn(n names) turn {
+	now := time.Now()
+	d.places.mu.Lock()
+	pl := d.places.get(n.lock, now)
+	if pl.ticket != 0 && now.Sub(pl.used) > ticketIdle {
+		pl.ticket = 0
+	}
+	ticket := pl.ticket
+	join := ticket == 0 && now.Before(pl.polite)
+	pl.polite = time.Time{}
+	d.places.mu.Unlock()
+	if ticket == 0 && !join {
+		return turn{tryAdd: true}
+	}
+	if ticket == 0 {
+		if ticket = d.takeTicket(n); ticket == 0 {
+			return turn{tryAdd: true}
+		}
+	}
+	served, next, known, ok := d.readCounters(n)
+	now = time.Now()
+	d.places.mu.Lock()
+	defer d.places.mu.Unlock()
+	pl = d.places.get(n.lock, now)
+	if pl.ticket == 0 || pl.ticket > ticket {
+		pl.ticket, pl.moved, pl.still = ticket, now, 0
+	}
+	ticket = pl.ticket
+	pl.used = now
+	if !ok || next < ticket {
+		// The counters are gone or were started again since the ticket
+		// was taken: the line is lost, and the attempt goes as without.
+		pl.ticket = 0
+		return turn{tryAdd: true}
+	}
+	if served != pl.served {
+		pl.served, pl.moved, pl.still = served, now, 0
+	} else {
+		pl.still++
+	}
+	pl.next = next
+	t := turn{ticket: ticket, pos: 1}
+	if known && ticket > served {
+		t.pos = ticket - served
+	}
+	t.tryAdd = t.pos <= window || now.Sub(pl.moved) >= stallAfter || pl.still >= stallPolls
+	return t
+}
+
+// refused records a refused attempt without a ticket: the Driver takes one,
+// so that its following attempts wait in line.
+func (d *Driver) refused(n names) {
+	now := time.Now()
+	d.places.mu.Lock()
+	pl := d.places.get(n.lock, now)
+	has := pl.ticket != 0
+	d.places.mu.Unlock()
+	if has {
+		return
+	}
+	ticket := d.takeTicket(n)
+	if ticket == 0 {
+		return
+	}
+	now = time.Now()
+	d.places.mu.Lock()
+	defer d.places.mu.Unlock()
+	pl = d.places.get(n.lock, now)
+	if pl.ticket == 0 {
+		pl.ticket, pl.used, pl.moved, pl.still = ticket, now, now, 0
+	}
+}
+
+// admitted records a grant taken in turn t: it raises served to the ticket,
+// so that the tickets behind it move up, and, when others held tickets behind
+// it, makes the Driver's next attempt on the lock join the line first.
+func (d *Driver) admitted(n names, t turn) {
+	if t.ticket == 0 {
+		return
+	}
+	now := time.Now()
+	d.places.mu.Lock()
+	pl := d.places.get(n.lock, now)
+	served, next := pl.served, pl.next
+	pl.ticket = 0
+	touch := now.Sub(pl.touched) >= touchEvery
+	if touch {
+		pl.touched = now
+	}
+	if next > t.ticket {
+		pl.polite = now.Add(courtesy)
+	}
+	d.places.mu.Unlock()
+	if t.ticket > served {
+		d.raiseServed(n, t.ticket, t.ticket-served)
+	}
+	if touch {
+		for _, name := range []string{n.next, n.served} {
+			_, _ = d.call(func() error { return d.mc.Touch(name, counterSeconds) })
+		}
+	}
+}
+
+// takeTicket draws a ticket from the "next" counter, starting it when
+// missing; it returns 0 when that fails.
+func (d *Driver) takeTicket(n names) uint64 {
+	for range 2 {
+		var v uint64
+		_, err := d.call(func() (err error) { v, err = d.mc.Increment(n.next, 1); return err })
+		switch {
+		case err == nil:
+			return v
+		case !errors.Is(err, gomemcache.ErrCacheMiss):
+			return 0
+		}
+		item := &gomemcache.Item{Key: n.next, Value: []byte("1"), Expiration: counterSeconds}
+		_, err = d.call(func() error { return d.mc.Add(item) })
+		switch {
+		case err == nil:
+			return 1
+		case !errors.Is(err, gomemcache.ErrNotStored):
+			return 0
+		}
+	}
+	return 0
+}
+
+// readCounters reads "served" and "next" together (one request per server
+// holding them); known is false when "served" is missing (nobody was served
+// with a ticket yet, or it was lost), ok is false when "next" is missing or
+// the read failed.
+func (d *Driver) readCounters(n names) (served, next uint64, known, ok bool) {
+	var items map[string]*gomemcache.Item
+	_, err := d.call(func() (err error) { items, err = d.mc.GetMulti([]string{n.served, n.next}); return err })
+	if err != nil {
+		return 0, 0, false, false
+	}
+	next, ok = counterValue(items[n.next])
+	if !ok {
+		return 0, 0, false, false
+	}
+	served, known = counterValue(items[n.served])
+	return served, next, known, true
+}
+
+// counterValue parses a counter item.
+func counterValue(it *gomemcache.Item) (uint64, bool) {
+	if it == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(it.Value), 10, 64)
+	return v, err == nil
+}
+
+// raiseServed adds by to the served counter, or starts it at ticket when
+// missing. Only a holder of the lock raises it, so raises do not race each
+// other while leases hold; one that overshoots (served moved since it was
+// read) only lets the waiters behind poll fast a little early. An increment
+// never lowers it.
+func (d *Driver) raiseServed(n names, ticket, by uint64) {
+	for range 2 {
+		_, err := d.call(func() (err error) { _, err = d.mc.Increment(n.served, by); return err })
+		if !errors.Is(err, gomemcache.ErrCacheMiss) {
+			return
+		}
+		item := &gomemcache.Item{Key: n.served, Value: strconv.AppendUint(nil, ticket, 10), Expiration: counterSeconds}
+		_, err = d.call(func() error { return d.mc.Add(item) })
+		if !errors.Is(err, gomemcache.ErrNotStored) {
+			return
+		}
+	}
+}
