@@ -53,7 +53,11 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	n := namesOf(d.prefix, req.Key)
 	secs := expirySeconds(req.TTL)
 
-	t := d.checkIn(n)
+	lined := inLine(req.Key)
+	t := turn{tryAdd: true}
+	if lined {
+		t = d.checkIn(n)
+	}
 	if !t.tryAdd {
 		// Tickets ahead are still being served: wait for them without
 		// trying the add (see "Waiting in line").
@@ -70,7 +74,9 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		}
 		return nil, err
 	case !g.held && t.ticket == 0:
-		d.refused(n)
+		if lined {
+			d.refused(n)
+		}
 		return nil, &driver.LockedError{RetryAfter: g.retryAfter}
 	case !g.held:
 		ra := t.retryAfter()

@@ -30,10 +30,13 @@
 // (2 ms to 250 ms by default). A refused Acquire reports the holder's
 // expected remaining time (a *driver.LockedError), read from the lock item
 // and then remembered per Driver, so that a waiter never sleeps past the
-// holder's expiry and a failed attempt usually costs a single request. A
-// handoff between processes therefore takes up to one backoff step, and the
-// requests per lock grow with the number of processes waiting; see the
-// benchmarks in bench_test.go. Inside one Client, each grant reserves a
+// holder's expiry. Once refused, a Driver waits in a line of waiters kept
+// in two counters beside the lock, which shortens or lengthens the
+// RetryAfter it reports by its place, so that processes are served about in
+// turn (see "Waiting in line" below). A handoff between processes takes up
+// to a poll of the waiters at the head of the line (about a millisecond),
+// and the requests per lock grow with the number of processes waiting; see
+// the benchmarks in bench_test.go. Inside one Client, each grant reserves a
 // block of 16 fencing tokens (TokenBlock), so that an Unlock hands
 // the lock to the Client's next waiting goroutine at once, with no request,
 // and the block's next token.
@@ -125,6 +128,51 @@
 //   - without -o idle_timeout shorter than the renewal interval (harmless
 //     but costly: every renewal would reconnect).
 //
+// # Waiting in line
+//
+// Polling alone serves whoever polls first after a release: in practice the
+// process that just released, whose next add comes before anyone else's
+// poll, so that some processes wait for ever. The driver therefore keeps a
+// line of waiters per lock in two counters: "next", from which a Driver
+// whose Acquire was refused draws a ticket ("incr"; one per Driver and lock,
+// kept while it goes on trying), and "served", which a Driver granted the
+// lock with a ticket raises to its ticket (by "incr" of the difference,
+// while it holds the lock, so that it never goes down). An Acquire with a
+// ticket reads both (one request per server) and reports, when refused, a
+// RetryAfter by its distance from served: 100 µs (the core then polls about
+// a millisecond later) within the first 3 tickets past served (the window),
+// and 1 ms more per ticket beyond, up to 50 ms. A ticket beyond the window
+// does not even try the add: it is refused by the driver, so the waiters
+// near the head take the lock in turn, and the window stays open to all of
+// them so that a release is noticed within a fraction of a millisecond. A
+// Driver granted with a ticket while others held later ones lets them go
+// first: for 200 ms, its next attempt on that lock draws a ticket before it
+// tries the add. The first attempt of a Driver that saw no line (the
+// uncontended path: add, incr) is unchanged; the line costs one request per
+// refused attempt, one for the ticket and one or two per contended grant.
+// The locks of a semaphore's permits (keys the core names KEY/permit/N)
+// have no line: a semaphore's waiter tries every permit and takes any, so
+// tickets per permit would only cost requests (a TryAcquire of a full
+// semaphore of 4 still costs 4 requests once the holders are known).
+//
+// Tickets are a hint for scheduling, never exclusion: a lock is granted by
+// the add of its item alone, exactly as without the line, so no ticket,
+// counter or clock, however wrong, lost or stale, can grant a lock twice;
+// at worst it makes a waiter poll too often, too rarely, or out of turn.
+//
+// A ticket whose Driver left (closed, crashed, or stopped trying: also a
+// TryLock's, since memcached's driver cannot tell TryLock from Lock) is
+// skipped: the other tickets in the window poll as fast, and a ticket
+// beyond the window that finds served unchanged for 100 ms, or over 8 of
+// its polls in a row, tries the add at each poll as well. Tickets that left
+// thus keep a free lock idle for at most 100 ms plus one poll (up to 51 ms),
+// and a Driver forgets a ticket it has not used for 1 s. Counters expire 10
+// minutes after they were last started or touched (grants touch them at
+// most once a minute per Driver), so a lock nobody waits for leaves
+// nothing behind; when they are lost (expiry, eviction, restart), the
+// attempts that find them gone or started again behave as without a line
+// until a Driver is refused anew.
+//
 // # Several servers
 //
 // A client with several servers puts each item on the one server its
@@ -147,12 +195,14 @@
 //
 //	PREFIX + R + "#" + base64url(SHA-256(K))   the lock item
 //	PREFIX + R + "#" + base64url(SHA-256(K)) + ".fence"   its fencing counter
+//	PREFIX + R + "#" + base64url(SHA-256(K)) + ".next"    its line's ticket counter
+//	PREFIX + R + "#" + base64url(SHA-256(K)) + ".served"  its line's served counter
 //
 // where PREFIX is the key prefix ("dlock:" unless [WithKeyPrefix] says
 // otherwise), R is the first 64 bytes of K with every byte other than
 // A-Z, a-z, 0-9 and ". _ / : -" replaced by '_', and the hash is 43
 // characters of unpadded base64url. "reports/nightly" is stored as
-// "dlock:reports/nightly#lxC1LHb9nLJf...". Every name is at most 178 bytes of
+// "dlock:reports/nightly#lxC1LHb9nLJf...". Every name is at most 179 bytes of
 // printable ASCII, so no key, whatever bytes it holds (spaces, CR LF followed
 // by a command, NUL, invalid UTF-8), can make the driver send anything but
 // the command it means. Different keys get different names unless SHA-256

@@ -3,6 +3,7 @@ package memcache
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,6 +67,32 @@ const (
 	maxPlaces = 4096
 )
 
+// permitInfix is how the core names the lock of a semaphore's permit:
+// KEY + "/permit/" + N (dlock's permitKey).
+const permitInfix = "/permit/"
+
+// inLine reports whether Acquires of key wait in a line. A semaphore's
+// permits do not: its waiter tries every permit in turn and takes any, so a
+// ticket per permit would only cost requests, and a waiter deferring to the
+// tickets of a permit would pass over a free one. A lock whose key merely
+// looks like a permit's waits as it did before the line.
+func inLine(key string) bool {
+	i := strings.LastIndex(key, permitInfix)
+	if i < 0 {
+		return true
+	}
+	n := key[i+len(permitInfix):]
+	if n == "" {
+		return true
+	}
+	for _, c := range []byte(n) {
+		if c < '0' || c > '9' {
+			return true
+		}
+	}
+	return false
+}
+
 // place is what a Driver knows of its turn at one lock.
 type place struct {
 	ticket  uint64    // the Driver's ticket, 0 for none
@@ -74,6 +101,7 @@ type place struct {
 	next    uint64    // the ticket counter as last read
 	moved   time.Time // when served was last seen to change
 	still   int       // polls in a row that found served unchanged
+	near    bool      // the ticket was seen inside the window
 	polite  time.Time // until when a new attempt joins the line first
 	touched time.Time // when this Driver last refreshed the "next" counter
 }
@@ -135,6 +163,13 @@ func (d *Driver) checkIn(n names) turn {
 		pl.ticket = 0
 	}
 	ticket := pl.ticket
+	if ticket != 0 && pl.near {
+		// Inside the window it stays (served only grows): try the add
+		// without reading the counters again.
+		pl.used = now
+		d.places.mu.Unlock()
+		return turn{ticket: ticket, pos: 1, tryAdd: true}
+	}
 	join := ticket == 0 && now.Before(pl.polite)
 	pl.polite = time.Time{}
 	d.places.mu.Unlock()
@@ -152,7 +187,7 @@ func (d *Driver) checkIn(n names) turn {
 	defer d.places.mu.Unlock()
 	pl = d.places.get(n.lock, now)
 	if pl.ticket == 0 || pl.ticket > ticket {
-		pl.ticket, pl.moved, pl.still = ticket, now, 0
+		pl.ticket, pl.moved, pl.still, pl.near = ticket, now, 0, false
 	}
 	ticket = pl.ticket
 	pl.used = now
@@ -172,7 +207,8 @@ func (d *Driver) checkIn(n names) turn {
 	if known && ticket > served {
 		t.pos = ticket - served
 	}
-	t.tryAdd = t.pos <= window || now.Sub(pl.moved) >= stallAfter || pl.still >= stallPolls
+	pl.near = t.pos <= window
+	t.tryAdd = pl.near || now.Sub(pl.moved) >= stallAfter || pl.still >= stallPolls
 	return t
 }
 
@@ -196,7 +232,7 @@ func (d *Driver) refused(n names) {
 	defer d.places.mu.Unlock()
 	pl = d.places.get(n.lock, now)
 	if pl.ticket == 0 {
-		pl.ticket, pl.used, pl.moved, pl.still = ticket, now, now, 0
+		pl.ticket, pl.used, pl.moved, pl.still, pl.near = ticket, now, now, 0, false
 	}
 }
 
@@ -207,20 +243,21 @@ func (d *Driver) admitted(n names, t turn) {
 	if t.ticket == 0 {
 		return
 	}
+	// Read afresh: the waiters inside the window do not read them.
+	served, next, known, ok := d.readCounters(n)
 	now := time.Now()
 	d.places.mu.Lock()
 	pl := d.places.get(n.lock, now)
-	served, next := pl.served, pl.next
-	pl.ticket = 0
-	touch := now.Sub(pl.touched) >= touchEvery
+	pl.ticket, pl.near = 0, false
+	touch := ok && now.Sub(pl.touched) >= touchEvery
 	if touch {
 		pl.touched = now
 	}
-	if next > t.ticket {
+	if ok && next > t.ticket {
 		pl.polite = now.Add(courtesy)
 	}
 	d.places.mu.Unlock()
-	if t.ticket > served {
+	if ok && (!known || t.ticket > served) {
 		d.raiseServed(n, t.ticket, t.ticket-served)
 	}
 	if touch {

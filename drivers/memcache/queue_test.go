@@ -3,9 +3,12 @@ package memcache
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
@@ -13,7 +16,7 @@ import (
 )
 
 // TestLineServesDriversFairly runs 4 Drivers, each the independent client of
-// a process, with 2 goroutines each taking one lock in turn until 400
+// a process, with 2 goroutines each taking one lock in turn until 800
 // critical sections have run, and counts the sections each Driver got. A
 // fair lock gives each about 100; the bound asks for a quarter of that, loose
 // enough for a loaded machine. Without the line, the Driver that releases
@@ -24,7 +27,7 @@ func TestLineServesDriversFairly(t *testing.T) {
 	const (
 		drivers  = 4
 		perDrv   = 2
-		sections = 400
+		sections = 800
 		atLeast  = sections / drivers / 4
 	)
 	key := testkit.Key(t)
@@ -187,6 +190,62 @@ func TestTurnRetryAfter(t *testing.T) {
 	} {
 		if got := c.t.retryAfter(); got != c.want {
 			t.Errorf("%+v.retryAfter() = %v, want %v", c.t, got, c.want)
+		}
+	}
+}
+
+// TestLineLeavesSemaphoresAlone fills a semaphore of 4 and has another
+// Client try it: its refused tries take no tickets (a semaphore's waiter
+// tries every permit, and a line per permit would only cost requests), so
+// a TryAcquire of the full semaphore costs what it did without the line.
+func TestLineLeavesSemaphoresAlone(t *testing.T) {
+	ctx := ctxFor(t)
+	key := testkit.Key(t)
+	const permits = 4
+	full := testkit.Client(t, newTestDriver(t, newMC(t)), dlock.WithTTL(15*time.Second))
+	var w wire
+	mc := w.client(t, server.URL)
+	other := testkit.Client(t, newTestDriver(t, mc), dlock.WithTTL(15*time.Second))
+	s, err := full.Semaphore(key, permits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range permits {
+		l, err := s.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = l.Unlock(ctx) }()
+	}
+	o, err := other.Semaphore(key, permits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var costs []int64
+	for range 3 {
+		before := w.requests.Load()
+		if _, err := o.TryAcquire(ctx); !errors.Is(err, dlock.ErrLocked) {
+			t.Fatalf("TryAcquire of a full semaphore: %v, want ErrLocked", err)
+		}
+		costs = append(costs, w.requests.Load()-before)
+	}
+	t.Logf("requests per TryAcquire of a full semaphore of %d: %v", permits, costs)
+	for i := range permits {
+		n := namesOf(DefaultKeyPrefix, key+"/permit/"+strconv.Itoa(i))
+		if _, err := mc.Get(n.next); !errors.Is(err, gomemcache.ErrCacheMiss) {
+			t.Errorf("permit %d has a ticket counter (%v)", i, err)
+		}
+	}
+}
+
+// TestInLine checks which keys wait in line: all but a semaphore's permits.
+func TestInLine(t *testing.T) {
+	for key, want := range map[string]bool{
+		"a": true, "a/permit/0": false, "jobs/permit/12": false,
+		"a/permit/": true, "a/permit/x": true, "a/permit/1/b": true, "/permit/3": false,
+	} {
+		if got := inLine(key); got != want {
+			t.Errorf("inLine(%q) = %v, want %v", key, got, want)
 		}
 	}
 }
