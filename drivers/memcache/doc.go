@@ -136,8 +136,8 @@
 // line of waiters per lock in two counters: "next", from which a Driver
 // whose Acquire was refused draws a ticket ("incr"; one per Driver and lock,
 // kept while it goes on trying), and "served", which a Driver granted the
-// lock with a ticket raises to its ticket (by "incr" of the difference,
-// while it holds the lock, so that it never goes down). An Acquire with a
+// lock with a ticket raises to its ticket (in the background, by "gets" and
+// "cas", so that it never goes down). An Acquire with a
 // ticket reads both (one request per server) and reports, when refused, a
 // RetryAfter by its distance from served: 100 µs (the core then polls about
 // a millisecond later) within the first 3 tickets past served (the window),
@@ -149,7 +149,8 @@
 // first: for 200 ms, its next attempt on that lock draws a ticket before it
 // tries the add. The first attempt of a Driver that saw no line (the
 // uncontended path: add, incr) is unchanged; the line costs one request per
-// refused attempt, one for the ticket and one or two per contended grant.
+// refused attempt, one for the ticket, and two per grant with a ticket,
+// made after Acquire returns.
 // The locks of a semaphore's permits (keys the core names KEY/permit/N)
 // have no line: a semaphore's waiter tries every permit and takes any, so
 // tickets per permit would only cost requests (a TryAcquire of a full

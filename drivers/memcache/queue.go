@@ -238,31 +238,72 @@ func (d *Driver) refused(n names) {
 
 // admitted records a grant taken in turn t: it raises served to the ticket,
 // so that the tickets behind it move up, and, when others held tickets behind
-// it, makes the Driver's next attempt on the lock join the line first.
+// it, makes the Driver's next attempt on the lock join the line first. The
+// requests are made in the background, so that the grant does not wait for
+// them (Close does).
 func (d *Driver) admitted(n names, t turn) {
 	if t.ticket == 0 {
 		return
 	}
-	// Read afresh: the waiters inside the window do not read them.
-	served, next, known, ok := d.readCounters(n)
 	now := time.Now()
 	d.places.mu.Lock()
 	pl := d.places.get(n.lock, now)
 	pl.ticket, pl.near = 0, false
-	touch := ok && now.Sub(pl.touched) >= touchEvery
+	if pl.next > t.ticket {
+		// As last read: the background read below may find more.
+		pl.polite = now.Add(courtesy)
+	}
+	touch := now.Sub(pl.touched) >= touchEvery
 	if touch {
 		pl.touched = now
 	}
-	if ok && next > t.ticket {
-		pl.polite = now.Add(courtesy)
-	}
 	d.places.mu.Unlock()
-	if ok && (!known || t.ticket > served) {
-		d.raiseServed(n, t.ticket, t.ticket-served)
+	done, ok := d.inflight.Enter()
+	if !ok {
+		return
 	}
-	if touch {
-		for _, name := range []string{n.next, n.served} {
-			_, _ = d.call(func() error { return d.mc.Touch(name, counterSeconds) })
+	go func() {
+		defer done()
+		d.serve(n, t.ticket, now)
+		if touch {
+			_, _ = d.call(func() error { return d.mc.Touch(n.next, counterSeconds) })
+		}
+	}()
+}
+
+// serve raises the served counter of n to ticket, granted at, by a
+// compare-and-swap on the value read, so that it never goes down however
+// the raises of successive holders interleave; it starts the counter when
+// missing. The write refreshes its expiry. It also learns from "next"
+// whether tickets were taken behind ticket, for the courtesy.
+func (d *Driver) serve(n names, ticket uint64, at time.Time) {
+	for range 3 {
+		var items map[string]*gomemcache.Item
+		_, err := d.call(func() (err error) { items, err = d.mc.GetMulti([]string{n.served, n.next}); return err })
+		if err != nil {
+			return
+		}
+		if next, ok := counterValue(items[n.next]); ok && next > ticket {
+			d.places.mu.Lock()
+			if pl := d.places.get(n.lock, at); pl.ticket == 0 && pl.polite.Before(at.Add(courtesy)) {
+				pl.polite = at.Add(courtesy)
+			}
+			d.places.mu.Unlock()
+		}
+		it := items[n.served]
+		cur, known := counterValue(it)
+		value := strconv.AppendUint(nil, ticket, 10)
+		switch {
+		case it == nil:
+			err = d.mc.Add(&gomemcache.Item{Key: n.served, Value: value, Expiration: counterSeconds})
+		case !known, cur >= ticket:
+			return
+		default:
+			it.Value, it.Expiration = value, counterSeconds
+			err = d.mc.CompareAndSwap(it)
+		}
+		if !errors.Is(err, gomemcache.ErrNotStored) && !errors.Is(err, gomemcache.ErrCASConflict) {
+			return
 		}
 	}
 }
@@ -316,23 +357,4 @@ func counterValue(it *gomemcache.Item) (uint64, bool) {
 	}
 	v, err := strconv.ParseUint(string(it.Value), 10, 64)
 	return v, err == nil
-}
-
-// raiseServed adds by to the served counter, or starts it at ticket when
-// missing. Only a holder of the lock raises it, so raises do not race each
-// other while leases hold; one that overshoots (served moved since it was
-// read) only lets the waiters behind poll fast a little early. An increment
-// never lowers it.
-func (d *Driver) raiseServed(n names, ticket, by uint64) {
-	for range 2 {
-		_, err := d.call(func() (err error) { _, err = d.mc.Increment(n.served, by); return err })
-		if !errors.Is(err, gomemcache.ErrCacheMiss) {
-			return
-		}
-		item := &gomemcache.Item{Key: n.served, Value: strconv.AppendUint(nil, ticket, 10), Expiration: counterSeconds}
-		_, err = d.call(func() error { return d.mc.Add(item) })
-		if !errors.Is(err, gomemcache.ErrNotStored) {
-			return
-		}
-	}
 }
