@@ -141,7 +141,8 @@
 // ticket reads both (one request per server) and reports, when refused, a
 // RetryAfter by its distance from served: 100 µs (the core then polls about
 // a millisecond later) within the first 3 tickets past served (the window),
-// and 1 ms more per ticket beyond, up to 50 ms. A ticket beyond the window
+// and beyond it, per ticket, the time a ticket was seen to take (at least 1
+// ms), up to 50 ms. A ticket beyond the window
 // does not even try the add: it is refused by the driver, so the waiters
 // near the head take the lock in turn, and the window stays open to all of
 // them so that a release is noticed within a fraction of a millisecond. A

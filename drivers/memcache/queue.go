@@ -95,15 +95,16 @@ func inLine(key string) bool {
 
 // place is what a Driver knows of its turn at one lock.
 type place struct {
-	ticket  uint64    // the Driver's ticket, 0 for none
-	used    time.Time // when the ticket was last used by an attempt
-	served  uint64    // the served counter as last read (0: unknown)
-	next    uint64    // the ticket counter as last read
-	moved   time.Time // when served was last seen to change
-	still   int       // polls in a row that found served unchanged
-	near    bool      // the ticket was seen inside the window
-	polite  time.Time // until when a new attempt joins the line first
-	touched time.Time // when this Driver last refreshed the "next" counter
+	ticket  uint64        // the Driver's ticket, 0 for none
+	used    time.Time     // when the ticket was last used by an attempt
+	served  uint64        // the served counter as last read (0: unknown)
+	next    uint64        // the ticket counter as last read
+	moved   time.Time     // when served was last seen to change
+	still   int           // polls in a row that found served unchanged
+	near    bool          // the ticket was seen inside the window
+	gap     time.Duration // the time per ticket served, averaged, 0 until known
+	polite  time.Time     // until when a new attempt joins the line first
+	touched time.Time     // when this Driver last refreshed the "next" counter
 }
 
 // places is a Driver's table of places, per lock item name.
@@ -137,17 +138,20 @@ func (p *places) get(name string, now time.Time) *place {
 
 // turn is a Driver's view of its turn, taken before an attempt.
 type turn struct {
-	ticket uint64 // 0: no ticket, the attempt behaves as without a line
-	pos    uint64 // the ticket's distance from the last served one (1: next)
-	tryAdd bool   // the attempt should try the add
+	ticket uint64        // 0: no ticket, the attempt behaves as without a line
+	pos    uint64        // the ticket's distance from the last served one (1: next)
+	tryAdd bool          // the attempt should try the add
+	gap    time.Duration // the time one ticket was seen to take, when known
 }
 
-// retryAfter is the RetryAfter of a refused attempt with this turn.
+// retryAfter is the RetryAfter of a refused attempt with this turn: beyond
+// the window, about when the line should have brought the ticket into it, by
+// the time a ticket was seen to take (at least backStep), up to backMax.
 func (t turn) retryAfter() time.Duration {
 	if t.ticket == 0 || t.pos <= window {
 		return fastRetry
 	}
-	return min(time.Duration(t.pos-window)*backStep, backMax)
+	return min(time.Duration(t.pos-window)*max(t.gap, backStep), backMax)
 }
 
 // checkIn returns the turn of an attempt on n: with the Driver's ticket when
@@ -198,12 +202,22 @@ func (d *Driver) checkIn(n names) turn {
 		return turn{tryAdd: true}
 	}
 	if served != pl.served {
+		if known && pl.served != 0 && served > pl.served {
+			// Since served was last seen to move: an upper bound, by
+			// up to one poll, on the time per ticket.
+			gap := now.Sub(pl.moved) / time.Duration(served-pl.served)
+			if pl.gap == 0 {
+				pl.gap = gap
+			} else {
+				pl.gap = (3*pl.gap + gap) / 4
+			}
+		}
 		pl.served, pl.moved, pl.still = served, now, 0
 	} else {
 		pl.still++
 	}
 	pl.next = next
-	t := turn{ticket: ticket, pos: 1}
+	t := turn{ticket: ticket, pos: 1, gap: pl.gap}
 	if known && ticket > served {
 		t.pos = ticket - served
 	}
