@@ -136,44 +136,46 @@
 // line of waiters per lock in two counters: "next", from which a Driver
 // whose Acquire was refused draws a ticket ("incr"; one per Driver and lock,
 // kept while it goes on trying), and "served", which a Driver granted the
-// lock with a ticket raises to its ticket (in the background, by "gets" and
-// "cas", so that it never goes down). An Acquire with a
-// ticket reads both (one request per server) and reports, when refused, a
-// RetryAfter by its distance from served: 100 µs (the core then polls about
-// a millisecond later) within the first 3 tickets past served (the window),
-// and beyond it, per ticket, the time a ticket was seen to take (at least 1
-// ms), up to 50 ms. A ticket beyond the window
-// does not even try the add: it is refused by the driver, so the waiters
-// near the head take the lock in turn, and the window stays open to all of
-// them so that a release is noticed within a fraction of a millisecond. A
-// Driver granted with a ticket while others held later ones lets them go
-// first: for 200 ms, its next attempt on that lock draws a ticket before it
-// tries the add. The first attempt of a Driver that saw no line (the
-// uncontended path: add, incr) is unchanged; the line costs one request per
-// refused attempt, one for the ticket, and two per grant with a ticket,
-// made after Acquire returns.
-// The locks of a semaphore's permits (keys the core names KEY/permit/N)
-// have no line: a semaphore's waiter tries every permit and takes any, so
-// tickets per permit would only cost requests (a TryAcquire of a full
-// semaphore of 4 still costs 4 requests once the holders are known).
+// lock with a ticket raises to its ticket (after Acquire returns, by "gets"
+// and "cas", so that it never goes down). The core sends no
+// driver.Request.Wait to a driver without a Notifier, so a TryLock takes a
+// ticket as a Lock does; it is forgotten when unused (see below).
+//
+// An Acquire with a ticket reads both counters (one request per server)
+// and, when refused, reports a RetryAfter by its distance from served: 1 µs
+// within the first 3 tickets past served (the window: the core then polls a
+// millisecond later, and such a ticket tries the add at each poll without
+// reading the counters again), and beyond the window, per ticket, the time a
+// ticket was seen to take (at least 1 ms), up to 100 ms. A ticket beyond the
+// window does not try the add: the driver refuses it, so the waiters near
+// the head take the lock in turn, while the window's several pollers notice
+// a release sooner than one would. A Driver granted the lock with a ticket
+// while others held later ones lets them go first: for 200 ms, its next
+// attempt on that lock draws a ticket before it tries the add. The first
+// attempt of a Driver that saw no line (the uncontended path: add, incr) is
+// unchanged; the line costs one request per refused attempt, one for the
+// ticket, and two per grant with a ticket. The locks of a semaphore's
+// permits (keys the core names KEY/permit/N) have no line: a semaphore's
+// waiter tries every permit and takes any, so tickets per permit would only
+// cost requests (a TryAcquire of a full semaphore of 4 still costs 8
+// requests, then 4 once the holders' expiries are known).
 //
 // Tickets are a hint for scheduling, never exclusion: a lock is granted by
 // the add of its item alone, exactly as without the line, so no ticket,
 // counter or clock, however wrong, lost or stale, can grant a lock twice;
 // at worst it makes a waiter poll too often, too rarely, or out of turn.
 //
-// A ticket whose Driver left (closed, crashed, or stopped trying: also a
-// TryLock's, since memcached's driver cannot tell TryLock from Lock) is
+// A ticket whose Driver left (closed, crashed, or stopped trying) is
 // skipped: the other tickets in the window poll as fast, and a ticket
 // beyond the window that finds served unchanged for 100 ms, or over 8 of
 // its polls in a row, tries the add at each poll as well. Tickets that left
-// thus keep a free lock idle for at most 100 ms plus one poll (up to 51 ms),
-// and a Driver forgets a ticket it has not used for 1 s. Counters expire 10
-// minutes after they were last started or touched (grants touch them at
-// most once a minute per Driver), so a lock nobody waits for leaves
-// nothing behind; when they are lost (expiry, eviction, restart), the
-// attempts that find them gone or started again behave as without a line
-// until a Driver is refused anew.
+// thus keep a free lock idle for at most 100 ms plus one poll (up to 101
+// ms), and a Driver forgets a ticket it has not used for 1 s. The counters
+// expire 10 minutes after they were last started or written (grants
+// rewrite "served", and touch "next" at most once a minute per Driver), so
+// a lock nobody waits for leaves nothing behind; when they are lost
+// (expiry, eviction, restart), the attempts that find them gone or started
+// again behave as without a line until a Driver is refused anew.
 //
 // # Several servers
 //

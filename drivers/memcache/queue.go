@@ -24,15 +24,17 @@ const (
 	window = 3
 
 	// fastRetry is the RetryAfter of a waiter inside the window: the core
-	// then polls about a millisecond later (it never sleeps more than one
-	// millisecond past a reported RetryAfter).
-	fastRetry = 100 * time.Microsecond
+	// then polls a millisecond later (it never sleeps more than one
+	// millisecond past a reported RetryAfter). Any more and a timer
+	// that fires on a coarse tick (about 1.08 ms on the test machines)
+	// waits two ticks.
+	fastRetry = time.Microsecond
 
 	// backStep is the further delay per ticket beyond the window, up to
 	// backMax, so that the waiters far back poll rarely and read only the
 	// counters, without trying the add.
 	backStep = time.Millisecond
-	backMax  = 50 * time.Millisecond
+	backMax  = 100 * time.Millisecond
 
 	// stallAfter and stallPolls bound how long a waiter beyond the window
 	// defers to the tickets ahead of it: once served has not moved for
