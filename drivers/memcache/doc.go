@@ -173,9 +173,11 @@
 // ms), and a Driver forgets a ticket it has not used for 1 s. The counters
 // expire 10 minutes after they were last started or written (grants
 // rewrite "served", and touch "next" at most once a minute per Driver), so
-// a lock nobody waits for leaves nothing behind; when they are lost
-// (expiry, eviction, restart), the attempts that find them gone or started
-// again behave as without a line until a Driver is refused anew.
+// a lock nobody waits for leaves nothing behind. When "next" is lost
+// (expiry, eviction, restart), the attempts that find it gone or started
+// again behave as without a line until a Driver is refused anew; when only
+// "served" is, the line counts from 0 and the stall rule bounds the wait
+// until the next grant starts it again.
 //
 // # Several servers
 //

@@ -99,7 +99,7 @@ func inLine(key string) bool {
 type place struct {
 	ticket  uint64        // the Driver's ticket, 0 for none
 	used    time.Time     // when the ticket was last used by an attempt
-	served  uint64        // the served counter as last read (0: unknown)
+	served  uint64        // the served counter as last read (0: missing)
 	next    uint64        // the ticket counter as last read
 	moved   time.Time     // when served was last seen to change
 	still   int           // polls in a row that found served unchanged
@@ -187,7 +187,7 @@ func (d *Driver) checkIn(n names) turn {
 			return turn{tryAdd: true}
 		}
 	}
-	served, next, known, ok := d.readCounters(n)
+	served, next, ok := d.readCounters(n)
 	now = time.Now()
 	d.places.mu.Lock()
 	defer d.places.mu.Unlock()
@@ -204,7 +204,7 @@ func (d *Driver) checkIn(n names) turn {
 		return turn{tryAdd: true}
 	}
 	if served != pl.served {
-		if known && pl.served != 0 && served > pl.served {
+		if pl.served != 0 && served > pl.served {
 			// Since served was last seen to move: an upper bound, by
 			// up to one poll, on the time per ticket.
 			gap := now.Sub(pl.moved) / time.Duration(served-pl.served)
@@ -219,8 +219,11 @@ func (d *Driver) checkIn(n names) turn {
 		pl.still++
 	}
 	pl.next = next
+	// Without "served", nobody was served with a ticket since "next" was
+	// started (at 1), or it was lost: count from 0, and let the stall rule
+	// below bound the cost of the second case.
 	t := turn{ticket: ticket, pos: 1, gap: pl.gap}
-	if known && ticket > served {
+	if ticket > served {
 		t.pos = ticket - served
 	}
 	pl.near = t.pos <= window
@@ -348,22 +351,21 @@ func (d *Driver) takeTicket(n names) uint64 {
 	return 0
 }
 
-// readCounters reads "served" and "next" together (one request per server
-// holding them); known is false when "served" is missing (nobody was served
-// with a ticket yet, or it was lost), ok is false when "next" is missing or
-// the read failed.
-func (d *Driver) readCounters(n names) (served, next uint64, known, ok bool) {
+// readCounters reads "served" (0 when missing) and "next" together, one
+// request per server holding them; ok is false when "next" is missing or the
+// read failed.
+func (d *Driver) readCounters(n names) (served, next uint64, ok bool) {
 	var items map[string]*gomemcache.Item
 	_, err := d.call(func() (err error) { items, err = d.mc.GetMulti([]string{n.served, n.next}); return err })
 	if err != nil {
-		return 0, 0, false, false
+		return 0, 0, false
 	}
 	next, ok = counterValue(items[n.next])
 	if !ok {
-		return 0, 0, false, false
+		return 0, 0, false
 	}
-	served, known = counterValue(items[n.served])
-	return served, next, known, true
+	served, _ = counterValue(items[n.served])
+	return served, next, true
 }
 
 // counterValue parses a counter item.
