@@ -145,8 +145,8 @@
 // and, when refused, reports a RetryAfter by its distance from served: 1 µs
 // within the first 3 tickets past served (the window: the core then polls a
 // millisecond later, and such a ticket tries the add at each poll without
-// reading the counters again), and beyond the window, per ticket, the time a
-// ticket was seen to take (at least 1 ms), up to 100 ms. A ticket beyond the
+// reading the counters again), and beyond the window, per ticket, half the
+// time a ticket was seen to take (at least 1 ms in all, up to 100 ms). A ticket beyond the
 // window does not try the add: the driver refuses it, so the waiters near
 // the head take the lock in turn, while the window's several pollers notice
 // a release sooner than one would. A Driver granted the lock with a ticket

@@ -147,13 +147,14 @@ type turn struct {
 }
 
 // retryAfter is the RetryAfter of a refused attempt with this turn: beyond
-// the window, about when the line should have brought the ticket into it, by
-// the time a ticket was seen to take (at least backStep), up to backMax.
+// the window, half the time the line should take to bring the ticket into
+// it, by the time a ticket was seen to take (so that the window is refilled
+// about as soon as a ticket leaves it), at least backStep and up to backMax.
 func (t turn) retryAfter() time.Duration {
 	if t.ticket == 0 || t.pos <= window {
 		return fastRetry
 	}
-	return min(time.Duration(t.pos-window)*max(t.gap, backStep), backMax)
+	return min(max(time.Duration(t.pos-window)*t.gap/2, backStep), backMax)
 }
 
 // checkIn returns the turn of an attempt on n: with the Driver's ticket when

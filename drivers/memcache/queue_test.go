@@ -176,8 +176,8 @@ func TestLineLostCountersDegrade(t *testing.T) {
 }
 
 // TestTurnRetryAfter checks the pacing: fast within the window, growing with
-// the distance beyond it by the time a ticket takes (at least backStep), and
-// capped.
+// the distance beyond it by half the time a ticket takes (at least backStep),
+// and capped.
 func TestTurnRetryAfter(t *testing.T) {
 	for _, c := range []struct {
 		t    turn
@@ -186,10 +186,10 @@ func TestTurnRetryAfter(t *testing.T) {
 		{turn{}, fastRetry},
 		{turn{ticket: 5, pos: 1}, fastRetry},
 		{turn{ticket: 5, pos: window}, fastRetry},
-		{turn{ticket: 9, pos: window + 2}, 2 * backStep},
-		{turn{ticket: 900, pos: 900}, backMax},
-		{turn{ticket: 9, pos: window + 2, gap: 3 * backStep}, 6 * backStep},
-		{turn{ticket: 9, pos: window + 2, gap: backStep / 2}, 2 * backStep},
+		{turn{ticket: 9, pos: window + 2}, backStep},
+		{turn{ticket: 900, pos: 900, gap: backStep}, backMax},
+		{turn{ticket: 9, pos: window + 2, gap: 3 * backStep}, 3 * backStep},
+		{turn{ticket: 9, pos: window + 1, gap: backStep}, backStep},
 	} {
 		if got := c.t.retryAfter(); got != c.want {
 			t.Errorf("%+v.retryAfter() = %v, want %v", c.t, got, c.want)
