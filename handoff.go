@@ -56,7 +56,10 @@ import (
 // that left with the lock, and again each time it goes back to sleep (a new
 // candidate each time); it leaves before each attempt of its own (withdraw),
 // so that a transfer and its own acquisition cannot both succeed: an offer
-// already claimed is waited for instead. An event the table does not allow
+// already claimed is waited for instead. While a lease of its own Client
+// holds the lock, it makes no attempt (none could succeed): it waits for
+// that lease's Unlock, loss or expiry (awaitHolder, waitqueue.go), so that
+// the Unlock finds it offered. An event the table does not allow
 // is a bug of the core: step reports it through invariantBroken, changes
 // nothing, and each caller then takes the way that cannot grant twice (see
 // claim, deliver, leave).

@@ -324,7 +324,7 @@ func (l *lease) Unlock(ctx context.Context) error {
 			c.kick(l.m.key)
 		}
 	}
-	c.dropIdle(l)
+	c.unlocked(l)
 	if ended != nil {
 		return ended // lost before Unlock: that is the news
 	}

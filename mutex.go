@@ -288,7 +288,9 @@ func queuedDelay(retryAfter time.Duration) time.Duration {
 // sleep waits for a reason to try again: a wake-up from the backend, a
 // release in this Client, or delay. When the driver can transfer
 // locks, the head also offers itself meanwhile, and may come back with the
-// lock itself, handed over by a lease of this Client (handoff.go).
+// lock itself, handed over by a lease of this Client (handoff.go); while a
+// lease of this Client is known to hold the lock, only that lease's end
+// wakes such a head (awaitHolder).
 func (m *mutex) sleep(ctx context.Context, q *waitQueue, w *waiter, wakeups <-chan struct{}, backoff *backoff, delay time.Duration) (handoff, error) {
 	cand := m.c.offer(q, w)
 	var handed <-chan handoff // nil, so never ready, without an offer
@@ -297,16 +299,32 @@ func (m *mutex) sleep(ctx context.Context, q *waitQueue, w *waiter, wakeups <-ch
 	}
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-	case h := <-handed:
-		m.c.receive(w, cand)
-		return h, nil
-	case <-wakeups:
-		backoff.reset()
-	case <-q.kick:
-		backoff.reset()
-	case <-timer.C:
+	end := holdGone
+	if cand != nil {
+		// While a lease of this Client holds the lock, only its end
+		// can free it: neither the timer nor a notification wakes the
+		// head, which stays offered (awaitHolder).
+		var h handoff
+		switch h, end = m.c.awaitHolder(ctx, q, handed); end {
+		case holdHanded:
+			m.c.receive(w, cand)
+			return h, nil
+		case holdWake:
+			backoff.reset()
+		}
+	}
+	if end == holdGone {
+		select {
+		case <-ctx.Done():
+		case h := <-handed:
+			m.c.receive(w, cand)
+			return h, nil
+		case <-wakeups:
+			backoff.reset()
+		case <-q.kick:
+			backoff.reset()
+		case <-timer.C:
+		}
 	}
 	if cand != nil {
 		// An Unlock may have claimed the offer meanwhile: its outcome

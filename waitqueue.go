@@ -34,6 +34,12 @@ type waitQueue struct {
 	// lease of this Client holds it (enqueue), so the new head need not
 	// try before the next wake-up.
 	held bool
+	// holder is that lease, until its Unlock is done with the lock
+	// (unlocked: holderGone is then closed) or the head finds it lost
+	// (forgetHolder); nil otherwise. While it holds, the head waits for
+	// its end only (awaitHolder).
+	holder     *lease
+	holderGone chan struct{}
 	// cand is the head's offer to take the lock by transfer while it is
 	// offered (nil once claimed or withdrawn), and transfers counts
 	// consecutive transfers to this queue (handoff.go).
@@ -82,6 +88,7 @@ func (c *Client) enqueue(key string, mode driver.Mode, owner string, req *driver
 		// offer and sends the handoff through the backend.
 		q.held = req != nil && idle.l != nil && !idle.l.ended.Load()
 		if q.held {
+			q.setHolder(idle.l)
 			// The handoffs go on from the previous queue's: they
 			// count towards yielding to other Clients (handoff.go),
 			// or two goroutines passing the lock back and forth,
@@ -128,7 +135,10 @@ func (c *Client) dequeue(q *waitQueue, w *waiter, l *lease) {
 		q.held = acquired
 		next := q.waiters[0]
 		if acquired {
+			q.setHolder(l)
 			c.offerLocked(q, next)
+		} else {
+			q.setHolder(nil) // the new head tries first, as a new queue's does
 		}
 		close(next.turn)
 	}
@@ -150,11 +160,19 @@ type idleSub struct {
 	transfers int
 }
 
-// dropIdle closes the subscription the queue of l's lock left behind when l
-// took the lock, unless a new queue has adopted it: called when l ends.
-func (c *Client) dropIdle(l *lease) {
+// unlocked is told by l's Unlock that it is done with the lock: it has
+// handed it over or released it (or failed to). The queue whose head waits
+// for l's end (awaitHolder) goes back to waiting as usual, and the
+// subscription the queue of l's lock left behind when l took the lock is
+// closed, unless a new queue has adopted it.
+func (c *Client) unlocked(l *lease) {
 	id := queueID{l.m.key, l.mode, l.m.cfg.owner}
 	c.qmu.Lock()
+	for _, q := range c.queues[l.m.key] {
+		if q.holder == l {
+			q.setHolder(nil)
+		}
+	}
 	idle, ok := c.idle[id]
 	if ok && idle.l == l {
 		delete(c.idle, id)
@@ -162,6 +180,99 @@ func (c *Client) dropIdle(l *lease) {
 	c.qmu.Unlock()
 	if ok && idle.l == l && idle.sub != nil {
 		_ = idle.sub.Close()
+	}
+}
+
+// setHolder makes l (nil: none) the lease of this Client that q's head
+// knows to hold the lock, waking a head that waited for the previous one's
+// end. Callers hold Client.qmu.
+func (q *waitQueue) setHolder(l *lease) {
+	if q.holderGone != nil {
+		close(q.holderGone)
+	}
+	q.holder, q.holderGone = l, nil
+	if l != nil {
+		q.holderGone = make(chan struct{})
+	}
+}
+
+// holdEnd is how awaitHolder's wait ended.
+type holdEnd uint8
+
+const (
+	holdGone   holdEnd = iota // no lease of this Client is known to hold the lock: wait as usual
+	holdHanded                // the lock was handed over
+	holdWake                  // try now: the lock was released or lost, or ctx ended
+)
+
+// awaitHolder is the wait of q's head, offered for a handoff (handed),
+// while a lease of this Client holds the lock (q.holder): it waits for that
+// lease's end alone. Its Unlock hands the lock over (handed), or releases
+// it and kicks the queue, or, when it yields to other Clients (or its
+// release failed), only says it is done, and the head waits as usual; its
+// loss or expiry ends the wait too, so that a lease lost silently holds the
+// head up no longer than until the Client learns of it (at its deadline at
+// the latest).
+//
+// Nothing else can free the lock meanwhile. The head's offer is for an
+// exclusive, non-reentrant lock (transferable), and so is the holder's, of
+// the same queue: a try on the backend would be refused, and a notification
+// can only be one of an earlier release arriving late (a RedLock's masters
+// each send one). Waking for them would withdraw the offer for a round
+// trip, and an Unlock meanwhile would find none and release through the
+// backend, whose notifications wake the head again: the lone waiter of a
+// RedLock then went through the masters at almost every handoff.
+func (c *Client) awaitHolder(ctx context.Context, q *waitQueue, handed <-chan handoff) (handoff, holdEnd) {
+	var (
+		cur  *lease
+		done <-chan struct{} // cur's Done, nil once its Unlock is known to be under way
+	)
+	for {
+		c.qmu.Lock()
+		l, gone := q.holder, q.holderGone
+		c.qmu.Unlock()
+		if l == nil {
+			return handoff{}, holdGone
+		}
+		if l != cur {
+			cur, done = l, l.Done()
+		}
+		select {
+		case <-ctx.Done():
+			return handoff{}, holdWake
+		case h := <-handed:
+			return h, holdHanded
+		case <-q.kick:
+			return handoff{}, holdWake
+		case <-gone: // look again: another holder, or none
+		case <-done:
+			if !l.unlockCalled() {
+				// Lost or expired before any Unlock: the backend alone
+				// can tell whether the lock is free.
+				c.forgetHolder(q, l)
+				return handoff{}, holdWake
+			}
+			// Ended by its Unlock, which claims the offer or releases,
+			// and then closes gone (unlocked).
+			done = nil
+		}
+	}
+}
+
+// unlockCalled reports whether Unlock has been called on l: a lease that
+// ended otherwise was lost, expired, or ended by Close.
+func (l *lease) unlockCalled() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.unlocked
+}
+
+// forgetHolder stops q's head from waiting for l, found lost.
+func (c *Client) forgetHolder(q *waitQueue, l *lease) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if q.holder == l {
+		q.setHolder(nil)
 	}
 }
 

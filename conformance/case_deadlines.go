@@ -15,8 +15,9 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// randomDeadlinesEnv lengthens the RandomDeadlines and AppliedAfterTimeout
-// runs (a Go duration, e.g. 60s), for long runs per driver.
+// randomDeadlinesEnv lengthens the contests (RandomDeadlines,
+// AppliedAfterTimeout, SemaphoreAppliedAfterTimeout, LateNotifications: a
+// Go duration, e.g. 60s), for long runs per driver.
 const randomDeadlinesEnv = "DLOCK_RANDOM_DEADLINES"
 
 // defaultContestLength is how long the contest runs when the environment

@@ -28,7 +28,7 @@
 // holds back and duplicates wake-ups, and cancels callers as grants arrive,
 // passing the driver's Capabilities on (its optional behaviours wrapped) so
 // that the core drives it as it drives the bare driver. The contests (RandomDeadlines, AppliedAfterTimeout,
-// LateNotifications) run for a few seconds; DLOCK_RANDOM_DEADLINES (a Go
+// SemaphoreAppliedAfterTimeout, LateNotifications) run for a few seconds; DLOCK_RANDOM_DEADLINES (a Go
 // duration such as 60s) lengthens them, and they log their grants, timeouts,
 // overlaps and token regressions.
 //
