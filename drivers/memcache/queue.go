@@ -165,7 +165,12 @@ func (t turn) retryAfter() time.Duration {
 func (d *Driver) checkIn(n names) turn {
 	now := time.Now()
 	d.places.mu.Lock()
-	pl := d.places.get(n.lock, now)
+	pl, seen := d.places.m[n.lock]
+	if !seen {
+		// No line seen on this lock: the uncontended path, as before.
+		d.places.mu.Unlock()
+		return turn{tryAdd: true}
+	}
 	if pl.ticket != 0 && now.Sub(pl.used) > ticketIdle {
 		pl.ticket = 0
 	}
