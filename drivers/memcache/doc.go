@@ -148,8 +148,9 @@
 // reading the counters again), and beyond the window, per ticket, half the
 // time a ticket was seen to take (at least 1 ms in all, up to 100 ms). A ticket beyond the
 // window does not try the add: the driver refuses it, so the waiters near
-// the head take the lock in turn, while the window's several pollers notice
-// a release sooner than one would. A Driver granted the lock with a ticket
+// the head take the lock before it (in no particular order among the
+// window's), while the window's several pollers notice a release sooner
+// than one would. A Driver granted the lock with a ticket
 // while others held later ones lets them go first: for 200 ms, its next
 // attempt on that lock draws a ticket before it tries the add. The first
 // attempt of a Driver that saw no line (the uncontended path: add, incr) is

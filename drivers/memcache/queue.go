@@ -30,9 +30,10 @@ const (
 	// waits two ticks.
 	fastRetry = time.Microsecond
 
-	// backStep is the further delay per ticket beyond the window, up to
-	// backMax, so that the waiters far back poll rarely and read only the
-	// counters, without trying the add.
+	// backStep and backMax bound the RetryAfter of a waiter beyond the
+	// window, which grows with its distance (see turn.retryAfter), so that
+	// the waiters far back poll rarely and read only the counters, without
+	// trying the add.
 	backStep = time.Millisecond
 	backMax  = 100 * time.Millisecond
 
