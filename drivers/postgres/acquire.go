@@ -153,9 +153,16 @@ type result struct {
 
 // run executes the acquisition statement of req on s.
 func (d *Driver) run(ctx context.Context, s *session, req driver.Request, k lockKeys, wait bool) (result, bool, error) {
-	idle := idleParam(s, req.TTL)
+	want := idleParam(s, req.TTL)
 	if req.Owner != "" {
-		return d.runOwner(ctx, s, req, k, idle)
+		return d.runOwner(ctx, s, req, k, want)
+	}
+	// A session that has the TTL already (its previous lease's) is left
+	// alone: the server restarts the idle timer at the end of every
+	// statement all the same.
+	idle := want
+	if want != "" && want == s.applied {
+		idle = ""
 	}
 	var (
 		st     statement
@@ -200,6 +207,7 @@ func (d *Driver) run(ctx context.Context, s *session, req driver.Request, k lock
 		return err
 	})
 	if err != nil {
+		s.applied = "" // the statement may or may not have set it
 		if req.Value != "" && isCode(err, "42P01") {
 			// undefined_table: a database migrated by an earlier version,
 			// whose table of values this driver's role could not create.
@@ -209,9 +217,11 @@ func (d *Driver) run(ctx context.Context, s *session, req driver.Request, k lock
 	}
 	if req.Value == "" || req.Mode == driver.Shared {
 		res, err := decodeAcquire(row)
+		s.idleAfter(res, err, want)
 		return res, cancelled, err
 	}
 	res, err := decodeAcquire(row[:min(len(row), 9)])
+	s.idleAfter(res, err, want)
 	switch {
 	case err != nil:
 	case len(row) != 10:
@@ -227,6 +237,8 @@ func (d *Driver) run(ctx context.Context, s *session, req driver.Request, k lock
 // runOwner executes the owner statement of req on s (see owner.go).
 func (d *Driver) runOwner(ctx context.Context, s *session, req driver.Request, k lockKeys, idle string) (result, bool, error) {
 	var row []string
+	prev := s.applied
+	s.applied = ""
 	cancelled, err := s.interruptible(ctx, finishShort, func() error {
 		var err error
 		row, err = s.simple(context.Background(), d.ownerAcquireSQL(s, req, k, idle))
@@ -234,6 +246,11 @@ func (d *Driver) runOwner(ctx context.Context, s *session, req driver.Request, k
 	})
 	if err != nil {
 		return result{}, cancelled, err
+	}
+	// The block sets the timeout only with a grant.
+	s.applied = prev
+	if len(row) == 1 && strings.HasPrefix(row[0], "held ") && idle != "" {
+		s.applied = idle
 	}
 	if len(row) != 1 {
 		return result{}, cancelled, fmt.Errorf("postgres: owner statement returned %d columns, want 1", len(row))
@@ -269,7 +286,7 @@ func (d *Driver) undo(s *session) {
 	ctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
 	defer cancel()
 	for range 3 {
-		err := releaseSession(ctx, d, s, finishShort)
+		err := releaseSession(ctx, d, s, finishShort, false)
 		switch {
 		case err == nil:
 			d.sessions.put(s)
@@ -286,21 +303,42 @@ func (d *Driver) undo(s *session) {
 
 // releaseSession runs the release statement on s: it ends every
 // session-level advisory lock of the session and restores its
-// idle_session_timeout.
-func releaseSession(ctx context.Context, d *Driver, s *session, p policy) error {
+// idle_session_timeout, unless it has it already or lazy is set and it may
+// keep a lease's until the idle list restores it (see session.lazyRestore).
+func releaseSession(ctx context.Context, d *Driver, s *session, p policy, lazy bool) error {
+	restore := s.idle
+	if s.applied == s.idle || (lazy && s.lazyRestore()) {
+		restore = ""
+	}
 	var row [][]byte
 	_, err := s.interruptible(ctx, p, func() error {
 		var err error
-		row, err = s.query(d.stmts.release, []uint32{oidText, oidText}, []byte(s.marker), []byte(s.idle))
+		row, err = s.query(d.stmts.release, []uint32{oidText, oidText}, []byte(s.marker), []byte(restore))
 		return err
 	})
 	if err != nil {
+		s.applied = ""
 		return err
 	}
 	if len(row) == 0 || !decodeBool(row[0]) {
 		return sessionChanged("the release statement reached a server session that is not the driver's")
 	}
+	if restore != "" {
+		s.applied = s.idle
+	}
 	return nil
+}
+
+// idleAfter records the idle_session_timeout that an acquisition statement
+// which did not fail left on s: want when it holds the lock (set now, or
+// already there).
+func (s *session) idleAfter(res result, err error, want string) {
+	switch {
+	case err != nil:
+		s.applied = ""
+	case res.held && want != "":
+		s.applied = want
+	}
 }
 
 // idleParam is the idle_session_timeout that makes the server end s's

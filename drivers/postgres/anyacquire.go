@@ -82,6 +82,8 @@ func (d *Driver) runAny(ctx context.Context, s *session, reqs []driver.Request, 
 		idle[i] = idleParam(s, reqs[i].TTL)
 	}
 	var row [][]byte
+	prev := s.applied
+	s.applied = ""
 	cancelled, err := s.interruptible(ctx, finishShort, func() error {
 		var err error
 		row, err = s.query(d.stmts.tryAny, []uint32{oidInt8Array, oidInt8Array, oidInt8Array, oidText, oidTextArray},
@@ -92,6 +94,13 @@ func (d *Driver) runAny(ctx context.Context, s *session, reqs []driver.Request, 
 		return result{}, cancelled, err
 	}
 	res, err := decodeAny(row)
+	// The statement sets the timeout only with a grant.
+	s.applied = prev
+	if err == nil && res.held && res.index >= 0 && res.index < len(idle) {
+		s.idleAfter(res, nil, idle[res.index])
+	} else if err != nil {
+		s.applied = ""
+	}
 	return res, cancelled, err
 }
 

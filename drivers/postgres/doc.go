@@ -68,7 +68,10 @@
 // (PgBouncer's default server_reset_query, DISCARD ALL). The driver also sets
 // lock_timeout, statement_timeout and idle_in_transaction_session_timeout to
 // 0 on its sessions, so that no session default cuts a wait short, and
-// synchronous_commit to on where it was off (see "Guarantees").
+// synchronous_commit to on where it was off (see "Guarantees"), and
+// plan_cache_mode to force_generic_plan (PostgreSQL 12 and later: its
+// statements' plans do not depend on their parameters, and a new session
+// would otherwise plan each statement anew for its first five runs).
 //
 // # Capabilities
 //
@@ -168,11 +171,15 @@
 //
 //   - The server ends a lock's session when the lease goes unrenewed for its
 //     TTL: the driver sets the session's idle_session_timeout to the TTL
-//     (rounded up to a millisecond) with every grant and heartbeat, and
-//     restores the session's own value on release. The timer starts when the
-//     statement ends, so the server never ends a session before the holder's
-//     validity deadline, and a holder that froze or was cut off loses its
-//     lock within the TTL. Before PostgreSQL 14, and for TTLs beyond the
+//     (rounded up to a millisecond) with every grant and heartbeat, unless
+//     the session has that value already. The server restarts the timer
+//     when each statement ends, so it never ends a session before the
+//     holder's validity deadline, and a holder that froze or was cut off
+//     loses its lock within the TTL. A released session gets its own value
+//     back: at once for TTLs under 2 s, else once it has been idle for half
+//     the TTL (a session used again before keeps the TTL, so that a lock
+//     taken and released over and over changes no setting, which would
+//     cost the server work at every commit). Before PostgreSQL 14, and for TTLs beyond the
 //     setting's 24.8 days, the driver ends the session itself when the TTL
 //     passes unrenewed; a holder that is frozen or cut off from the server
 //     then keeps its lock until the server notices the dead connection (TCP

@@ -118,7 +118,9 @@ func newDriver(connect connector, opts []Option) (*Driver, error) {
 		fenceLiteral: "'" + strings.ReplaceAll(o.qualified(fenceName), "'", "''") + "'",
 		leases:       map[*lease]struct{}{},
 	}
-	d.sessions = newSessions(connect, d.setupSession, o)
+	d.sessions = newSessions(connect, d.setupSession, func(ctx context.Context, s *session) error {
+		return releaseSession(ctx, d, s, finishShort, false)
+	}, o)
 	return d, nil
 }
 

@@ -312,9 +312,16 @@ func (l *lease) heartbeat(s *session, ttl time.Duration) error {
 	// not let one that hangs (a frozen server) keep the session.
 	guard := time.AfterFunc(time.Until(l.expiresAt), s.abort)
 	l.mu.Unlock()
+	idle := idleParam(s, ttl)
 	row, err := s.query(l.d.stmts.heartbeat, []uint32{oidText, oidInt8, oidText},
-		[]byte(s.marker), int8Bytes(l.check), []byte(idleParam(s, ttl)))
+		[]byte(s.marker), int8Bytes(l.check), []byte(idle))
 	guard.Stop()
+	switch {
+	case err != nil:
+		s.applied = ""
+	case idle != "":
+		s.applied = idle
+	}
 	if err == nil && len(row) != 4 {
 		err = fmt.Errorf("postgres: heartbeat returned %d columns, want 4", len(row))
 	}
@@ -379,7 +386,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if l.owner != "" {
 		err = l.releaseOwner(ctx, s)
 	} else {
-		err = releaseSession(ctx, l.d, s, abortAtOnce)
+		err = releaseSession(ctx, l.d, s, abortAtOnce, true)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -418,8 +425,10 @@ func (l *lease) releaseOwner(ctx context.Context, s *session) error {
 		return err
 	})
 	if err != nil {
+		s.applied = ""
 		return err
 	}
+	s.applied = s.idle // the block restores it
 	if len(row) != 1 || row[0] != "released" {
 		return sessionChanged("the release statement reached a server session that is not the driver's")
 	}

@@ -22,8 +22,11 @@ type connector func(ctx context.Context) (*pgconn.PgConn, error)
 // bounds how many are open at once; an acquisition that finds them all in use
 // waits, first come first served, for one to be given back or closed.
 type sessions struct {
-	connect     connector
-	setup       func(ctx context.Context, s *session) error // once per new session
+	connect connector
+	setup   func(ctx context.Context, s *session) error // once per new session
+	// restore restores an idle session's own idle_session_timeout (see
+	// put).
+	restore     func(ctx context.Context, s *session) error
 	maxIdleTime time.Duration
 	max         int
 	dials       atomic.Int64 // connections made, for tests and diagnostics
@@ -42,13 +45,14 @@ type sessions struct {
 	waiters []chan *session       // gets waiting for a session; nil means "make one"
 }
 
-func newSessions(connect connector, setup func(context.Context, *session) error, o options) *sessions {
+func newSessions(connect connector, setup, restore func(context.Context, *session) error, o options) *sessions {
 	life, end := context.WithCancel(context.Background())
 	return &sessions{
 		life:        life,
 		end:         end,
 		connect:     connect,
 		setup:       setup,
+		restore:     restore,
 		maxIdleTime: o.maxIdleTime,
 		max:         o.maxConns,
 		inUse:       map[*session]struct{}{},
@@ -69,6 +73,7 @@ func (p *sessions) get(ctx context.Context, wait bool) (*session, error) {
 		s := p.idle[n-1]
 		p.idle = p.idle[:n-1]
 		p.inUse[s] = struct{}{}
+		s.stopRestore()
 		p.mu.Unlock()
 		p.closeAll(stale)
 		s.reused = true
@@ -137,6 +142,7 @@ func (p *sessions) pruneLocked() []*session {
 	now := time.Now()
 	var stale []*session
 	for len(p.idle) > 0 && now.Sub(p.idle[0].idleSince) > p.maxIdleTime {
+		p.idle[0].stopRestore()
 		stale = append(stale, p.idle[0])
 		p.idle = p.idle[1:]
 	}
@@ -270,7 +276,40 @@ func (p *sessions) put(s *session) {
 	delete(p.inUse, s)
 	s.idleSince = time.Now()
 	p.idle = append(p.idle, s)
+	if s.idle != "" && s.applied != s.idle {
+		// A released lease left its TTL as the session's
+		// idle_session_timeout: the server would end the session after
+		// that long idle. Restore the session's own value after half of
+		// it, unless the session is used again before.
+		s.restoreGen++
+		gen := s.restoreGen
+		s.restore = time.AfterFunc(s.restoreDelay(), func() { p.restoreIdle(s, gen) })
+	}
 	p.mu.Unlock()
+}
+
+// restoreIdle restores the own idle_session_timeout of s, an idle session,
+// unless it has been taken (or closed) since put armed the restore of
+// generation gen, and puts it back on the idle list.
+func (p *sessions) restoreIdle(s *session, gen uint64) {
+	p.mu.Lock()
+	i := slices.Index(p.idle, s)
+	if p.closed || i < 0 || s.restoreGen != gen {
+		p.mu.Unlock()
+		return
+	}
+	p.idle = slices.Delete(p.idle, i, i+1)
+	p.inUse[s] = struct{}{}
+	s.restore = nil
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(p.life, cancelGrace)
+	err := p.restore(ctx, s)
+	cancel()
+	if err != nil {
+		p.drop(s)
+		return
+	}
+	p.put(s)
 }
 
 // drop closes a session handed out by get, and frees its slot.
@@ -313,6 +352,9 @@ func (p *sessions) close() {
 	idle := p.idle
 	p.idle = nil
 	p.open -= len(idle)
+	for _, s := range idle {
+		s.stopRestore()
+	}
 	busy := make([]*session, 0, len(p.inUse))
 	for s := range p.inUse {
 		busy = append(busy, s)

@@ -28,8 +28,28 @@ type session struct {
 	marker string // the session's dlock.session setting
 	// idle is the session's own idle_session_timeout, restored on release;
 	// "" on servers without it (before PostgreSQL 14).
-	idle     string
-	prepared map[string]bool
+	idle string
+	// prepared holds the description of each statement prepared on the
+	// session, by name: executions then skip the Describe message, and the
+	// server does not send the row description every time.
+	prepared map[string]*pgconn.StatementDescription
+
+	// applied is the idle_session_timeout the session has now, as far as
+	// the driver knows: its own value (idle) after setup and after a
+	// restore, a lease's TTL from its grant on; "" when unknown (a
+	// statement that could have set it failed). A grant whose TTL the
+	// session has already leaves it alone, and a release leaves a lease's
+	// TTL in place when it is long enough for the idle list to restore the
+	// session's own value later (see sessions.put): a critical section
+	// then changes no setting at all, where each change costs the server
+	// the setting's bookkeeping and a pass over all settings at commit.
+	applied string
+	// restore, while the session is idle with a lease's TTL as its
+	// timeout, restores its own value before the server would end it;
+	// restoreGen tells its call from one of an earlier idle period that
+	// Stop came too late for. Both are guarded by the idle list's lock.
+	restore    *time.Timer
+	restoreGen uint64
 
 	// viaPooler: the process ID in the connection's BackendKeyData is not
 	// the backend's, so something (a pooler, a proxy) sits in between.
@@ -56,14 +76,19 @@ func newMarker() string {
 //   - idle_in_transaction_session_timeout 0 (the driver never idles in a
 //     transaction, but the owner statements use one);
 //   - synchronous_commit on where it was off, so that the fencing sequence
-//     survives a crash (see "Guarantees").
+//     survives a crash (see "Guarantees");
+//   - plan_cache_mode force_generic_plan (PostgreSQL 12 and later): the
+//     driver's statements have one plan whatever their parameters, and
+//     PostgreSQL would otherwise plan each of them anew for its first five
+//     executions on every session, which a burst of new sessions (clients
+//     starting together) pays on the path from one holder to the next.
 //
 // It costs two round trips, once per connection; a changed backend process
 // between them, a marker already set (the session was used by another dlock
 // client) or advisory locks already held all mean that the connection does
 // not lead to a session of its own, and it is refused with ErrSessionChanged.
 func setupSession(ctx context.Context, pg *pgconn.PgConn) (*session, error) {
-	s := &session{pg: pg, marker: newMarker(), prepared: map[string]bool{}}
+	s := &session{pg: pg, marker: newMarker(), prepared: map[string]*pgconn.StatementDescription{}}
 	row, err := s.simple(ctx, `SELECT pg_backend_pid()::text, coalesce(current_setting('dlock.session', true), ''),
   (SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid())::text,
   coalesce(current_setting('idle_session_timeout', true), ''), current_setting('server_version_num')`)
@@ -86,10 +111,12 @@ func setupSession(ctx context.Context, pg *pgconn.PgConn) (*session, error) {
 			s.idle = ms
 		}
 	}
+	s.applied = s.idle
 	row, err = s.simple(ctx, `SELECT pg_backend_pid()::text, set_config('dlock.session', '`+s.marker+`', false),
   set_config('lock_timeout', '0', false), set_config('statement_timeout', '0', false),
   set_config('idle_in_transaction_session_timeout', '0', false),
-  CASE WHEN current_setting('synchronous_commit') = 'off' THEN set_config('synchronous_commit', 'on', false) END`)
+  CASE WHEN current_setting('synchronous_commit') = 'off' THEN set_config('synchronous_commit', 'on', false) END,
+  CASE WHEN current_setting('server_version_num')::int >= 120000 THEN set_config('plan_cache_mode', 'force_generic_plan', false) END`)
 	if err != nil {
 		return nil, err
 	}
@@ -168,17 +195,18 @@ func (s *session) simple(ctx context.Context, sql string) ([]string, error) {
 // are ended early by interruptible or by breaking the connection instead.
 func (s *session) query(st statement, oids []uint32, params ...[]byte) ([][]byte, error) {
 	ctx := context.Background()
-	if !s.prepared[st.name] {
-		if _, err := s.pg.Prepare(ctx, st.name, st.sql, oids); err != nil {
+	sd := s.prepared[st.name]
+	if sd == nil {
+		var err error
+		if sd, err = s.pg.Prepare(ctx, st.name, st.sql, oids); err != nil {
 			return nil, err
 		}
-		s.prepared[st.name] = true
+		s.prepared[st.name] = sd
 	}
-	formats := make([]int16, len(params))
-	for i := range formats {
-		formats[i] = 1
-	}
-	rr := s.pg.ExecPrepared(ctx, st.name, params, formats, []int16{1})
+	// The statement description lets pgx skip the Describe message: the
+	// server then sends no row description with every execution, which it
+	// would otherwise build and the client decode each time.
+	rr := s.pg.ExecStatement(ctx, sd, params, binaryFormat, binaryFormat)
 	var row [][]byte
 	for rr.NextRow() {
 		if row == nil {
@@ -204,6 +232,10 @@ func (s *session) query(st statement, oids []uint32, params ...[]byte) ([][]byte
 	}
 	return row, nil
 }
+
+// binaryFormat is the format code list that makes every parameter and every
+// result column binary (one code applies to all).
+var binaryFormat = []int16{1}
 
 // abort breaks the connection at once, from any goroutine: the socket is
 // closed (which ends the server session, and every lock on it, as soon as
@@ -337,4 +369,39 @@ func isServerError(err error) bool {
 func sessionEnded(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Severity == "FATAL" || pgErr.Severity == "PANIC")
+}
+
+// stopRestore stops the restoring of s's own idle_session_timeout, if it
+// is pending. Callers hold the idle list's lock.
+func (s *session) stopRestore() {
+	s.restoreGen++
+	if s.restore != nil {
+		s.restore.Stop()
+		s.restore = nil
+	}
+}
+
+// lazyRestoreMin is the shortest idle_session_timeout that a released
+// session keeps while idle (restored after half of it, see sessions.put):
+// below it, the release statement restores the session's own value itself,
+// so that a session is never restored in a hurry, nor ended by the server
+// while idle, on a loaded machine.
+const lazyRestoreMin = 2 * time.Second
+
+// lazyRestore reports whether s may be released without restoring its own
+// idle_session_timeout: it has a lease's TTL of at least lazyRestoreMin.
+func (s *session) lazyRestore() bool {
+	ms, err := strconv.ParseInt(s.applied, 10, 64)
+	return err == nil && ms > 0 && time.Duration(ms)*time.Millisecond >= lazyRestoreMin
+}
+
+// restoreDelay is how long s may stay idle before its own
+// idle_session_timeout is restored: half of the TTL it has (the server ends
+// it after all of it), and at once when that is unknown.
+func (s *session) restoreDelay() time.Duration {
+	ms, err := strconv.ParseInt(s.applied, 10, 64)
+	if err != nil || ms <= 0 {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond / 2
 }
