@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sync"
 
 	"github.com/dlock-go/dlock/driver"
@@ -44,6 +45,8 @@ type Client struct {
 	// observeHandoff, when set (by tests, before any Lock), sees every
 	// transition of the Client's handoffs (handoff.go).
 	observeHandoff func(from handoffState, ev handoffEvent, to handoffState)
+	// contended says which keys' latest Lock had to wait (contention.go).
+	contended contention
 
 	mu     sync.Mutex
 	closed bool
@@ -63,6 +66,7 @@ func New(d driver.Driver, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{drv: d, defaults: defaults, leases: map[*lease]struct{}{}, queues: map[string][]*waitQueue{}, idle: map[queueID]idleSub{}}
+	c.contended.seed = maphash.MakeSeed()
 	c.caps = d.Capabilities()
 	if err := c.caps.Check(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)

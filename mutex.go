@@ -168,15 +168,22 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 	// of its own release). This try does not queue (driver.Request.Wait):
 	// a driver that keeps a queue of waiters learns that a waiter gave up
 	// from its subscription closing, so it must not queue one before it
-	// subscribes.
+	// subscribes. A head whose key's latest Lock in this Client had to
+	// wait expects to wait again: it subscribes first instead, so that its
+	// first try may queue (contention.go).
+	contended := m.c.contended.slot(m.key)
+	eager := !q.held && m.c.caps.Notifier != nil && contended.Load()
+	refused := false // an attempt of this Lock was refused
 	tried := false
-	if !q.held {
+	if !q.held && !eager {
 		l, err := m.attempt(ctx, mode, m.c.drv.Acquire)
 		switch {
 		case err == nil:
 			return l, nil
 		case errors.Is(err, ErrLocked), errors.Is(err, errExpiredOnArrival):
 			tried = true
+			refused = true
+			contended.Store(true)
 		case rideOut(err):
 		default:
 			return nil, giveUp(err)
@@ -190,8 +197,9 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 	if err != nil {
 		return nil, err
 	}
-	try := tried && wakeups != nil // with no subscription, we just tried: wait first
-	var retryID string             // set after a transfer to us whose outcome is unknown
+	// With no subscription, a head that just tried waits first.
+	try := eager || (tried && wakeups != nil)
+	var retryID string // set after a transfer to us whose outcome is unknown
 	for {
 		var retryAfter time.Duration
 		queued := false // the driver queued us and will wake us: no fast polling
@@ -213,9 +221,12 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 			retryID = ""
 			switch {
 			case err == nil:
+				contended.Store(refused)
 				return l, nil
 			case errors.Is(err, errExpiredOnArrival):
 			case errors.Is(err, ErrLocked):
+				refused = true
+				contended.Store(true)
 				failures = 0
 				if le, ok := errors.AsType[*driver.LockedError](err); ok {
 					retryAfter = le.RetryAfter

@@ -22,6 +22,7 @@ func TestCluster(t *testing.T) {
 	c := &clusterEnv{cluster: ownCluster(t, 3)}
 	t.Run("Conformance", c.testConformance)
 	t.Run("ShardedNotifications", c.testShardedNotifications)
+	t.Run("GrantByRelease", c.testGrantByRelease)
 	t.Run("KeysOnEveryShard", c.testKeysOnEveryShard)
 	t.Run("SubscriptionFollowsSlot", c.testSubscriptionFollowsSlot)
 	t.Run("NoDoubleGrantUnderRandomDeadlines", func(t *testing.T) {
@@ -128,6 +129,32 @@ func (c *clusterEnv) testShardedNotifications(t *testing.T) {
 			t.Errorf("node %d: a classic subscriber received %v: the release broadcast to the cluster", i, msg)
 		}
 	}
+}
+
+// On a Cluster too, a release grants the lock to the queue's head (the
+// queue and the counter share the lock's slot) and tells it by SPUBLISH on
+// its personal channel: the head's next Acquire is that grant, the hold of
+// its queued request, with no request of its own.
+func (c *clusterEnv) testGrantByRelease(t *testing.T) {
+	holder, head := c.open(t), c.open(t)
+	key := testkit.Key(t)
+	held := mustAcquire(t, holder, testkit.Request(key, grantTTL))
+	sub, queued := waitingFor(t, head, key)
+	mustRelease(t, held)
+	if !waken(sub, 10*time.Second) {
+		t.Fatal("the queue's head was not woken by the release")
+	}
+	l, err := head.Acquire(ctxFor(t), nextWaiting(key))
+	if err != nil {
+		t.Fatalf("the head's Acquire after the release: %v", err)
+	}
+	if id := l.(*lease).id; id != queued.ID {
+		t.Errorf("the head's lease holds request %s, want the queued request %s (the release's grant)", id, queued.ID)
+	}
+	if l.Token() <= held.Token() {
+		t.Errorf("token %d after %d, want greater", l.Token(), held.Token())
+	}
+	mustRelease(t, l)
 }
 
 // Locks whose slots are on every master work side by side: each lock's

@@ -54,9 +54,16 @@
 // lock goes only to the queue's head, and the release publishes on the
 // head's personal channel (the lock's channel, ':', the Driver's name),
 // which that Driver alone subscribes to beside the lock's channel, so only
-// its waiters wake, and it acquires with a request of its own: a handoff
-// between processes costs the release, one delivered message and that
-// request however many processes wait, where waking every waiter would
+// its waiters wake. When the head's queued attempt was a plain exclusive
+// wait (no owner, no value, and no replica acknowledgements), the release
+// grants the lock to that attempt's request ID itself, exactly as the
+// acquire script would (a new token, its block reserved), takes the head
+// out of the queue, and its message carries the grant; the head's next
+// Acquire then takes the lock from the message with no request (see
+// "Guarantees" for when it may). Otherwise the head acquires with a
+// request of its own. A handoff between processes costs the release and
+// one delivered message (and that request, when there is one) however
+// many processes wait, where waking every waiter would
 // cost a request each, and publishing on a channel every waiting Driver
 // subscribes to would cost the server a delivery, and each of those
 // processes a wake-up, per waiting Driver. A release with nobody queued
@@ -131,15 +138,27 @@
 //
 // One invariant keeps a lock from two holders, on a single server, a Cluster
 // and RedLock alike: a lease exists only for a hold that the server (on
-// RedLock, each master of a majority) confirmed in its reply to this very
-// request, by the request's ID, and its validity is the TTL counted from
-// the moment that request was sent, never from anything the driver
-// remembers or hears later, so the holder's deadline comes before the
-// server lets the hold go. Pub/sub messages (on the lock's channel or a
-// Driver's personal one), the waiters' queue and the core's polling only
-// say when to ask again: a message never grants, so a lost, late or
-// duplicated one costs latency (a lost one, up to a third of a queue
-// entry's lifetime: the queued waiter's next try), never a second holder. A
+// RedLock, each master of a majority) granted to this Driver, confirmed
+// either in its reply to a request or (single server and Cluster) in a
+// release's grant message naming a request ID this Driver queued with and
+// whose own reply came back as a refusal; its validity is counted from
+// the moment a request was sent that the server processed before the
+// grant (that request itself, or for a grant by release the queued
+// attempt the message names, whose send time the Driver kept), never from
+// when a reply or message arrived, so the holder's deadline comes before
+// the server lets the hold go; and each grant is claimed at most once. A
+// grant by release lasts no longer than the head's queue entry would have
+// (at most 2 s); the claim takes that TTL less the time since the attempt
+// was sent, and is not made when less than a quarter of it is left. So a
+// lost grant message costs latency (the waiter's next try, within a third
+// of its entry's lifetime, names the attempt's ID and the acquire script
+// hands the unclaimed hold to that new request, which the Driver made sure
+// nobody claims; or the hold lapses with the entry), a duplicated one is
+// ignored (claimed once), and a late one finds its validity gone. A grant
+// the Driver will not claim (its last waiter gave up, the attempt's
+// outcome was unknown) is released by its ID when it comes. Messages with
+// the name alone, the lock's channel, the waiters' queue and the core's
+// polling only say when to ask again. A
 // request whose outcome is unknown (its context ended, its connection broke
 // after it was sent) may have been applied, so it is released by its ID
 // before the caller sees the error (on RedLock, on every master, as is a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,9 @@ type Driver struct {
 	// acks, when its n is not 0, makes grants and renewals wait for
 	// replicas (WithReplicaAcks).
 	acks replicaAcks
+	// grants keeps the grants releases make to this Driver's queued
+	// attempts, until a waiter claims them (grants.go).
+	grants *grants
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -75,7 +79,7 @@ func newDriver(client goredis.UniversalClient, owned bool, o options) *Driver {
 		publish = "SPUBLISH" // to the lock's shard only
 	}
 	self := rand.Text()
-	return &Driver{
+	d := &Driver{
 		client:  client,
 		owned:   owned,
 		prefix:  o.prefix,
@@ -85,6 +89,9 @@ func newDriver(client goredis.UniversalClient, owned bool, o options) *Driver {
 		queued:  map[string]struct{}{},
 		acks:    o.acks,
 	}
+	d.grants = newGrants(d)
+	d.notify.grant = d.grants.onMessage
+	return d
 }
 
 // Capabilities reports read-write and reentrant locks, release
@@ -118,29 +125,67 @@ func (d *Driver) Capabilities() driver.Capabilities {
 // the lock it returns a *driver.LockedError with the time the holder's
 // lease still runs.
 //
+// A plain waiting request (Wait, exclusive, no owner, no value) is first
+// answered from the Driver's mailbox when a release granted the lock to
+// one of the Driver's queued attempts and said so in its message: the
+// lease is then that grant's, under the attempt's request ID, and costs no
+// request (grants.go).
+//
 // When the script's outcome is unknown (ctx ended or the connection failed
 // after it was sent), it may have been applied: the hold is then released by
 // req.ID, with a context that outlives ctx but not the TTL, before the error
 // is returned, so that nothing is left behind. A lease is made only from the
-// script's own reply: see "Guarantees" in the package documentation.
+// script's own reply or from a grant by release: see "Guarantees" in the
+// package documentation.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	if err := d.enter(ctx); err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	n := namesOf(d.prefix, req.Key)
 	waiter := ""
 	if req.Wait && req.Mode == driver.Exclusive && req.Owner == "" {
 		waiter = d.self // queue for the lock: see scripts.go
 	}
+	// A plain waiting attempt may be granted by a release, and the lock
+	// then taken from the release's message (grants.go); not with a value
+	// (the release stores none) nor with replica acknowledgements (the
+	// releaser's grant would not be waited for).
+	byRelease := waiter != "" && req.Value == "" && d.acks.n == 0 && !strings.ContainsAny(req.ID, " \t")
+	if byRelease {
+		if m, validity, ok := d.grants.claim(n, req.TTL, start); ok {
+			d.markQueued(n, false) // the grant took the Driver out of the queue
+			l := &lease{d: d, names: n, id: m.id}
+			l.Start(m.token, validity)
+			return l, nil
+		}
+	}
+	var extra []any // acquire.lua's ARGV[11..13]
+	var seq uint64
+	var takeover string
+	switch {
+	case byRelease:
+		seq, takeover = d.grants.begin(n, req.ID, req.TTL)
+		extra = []any{"", fmt.Sprintf("%s %d %d", millis(req.TTL), blockFor(req), seq), takeover}
+	case waiter != "":
+		extra = []any{"", ""} // no grant by release: drop an earlier attempt's
+	}
 	c, acked := d.ackedFor(req.TTL)
-	g, err := acquire(ctx, c, n, req, waiter, blockFor(req))
+	g, err := runAcquire(ctx, acquireScript, c, n, req, waiter, blockFor(req), false, extra...)
 	if err == nil && g.ok {
 		err = acked.shortfall() // a grant a failover could lose is no grant
+	}
+	if byRelease {
+		d.grants.finish(n, seq, err == nil && !g.ok, err == nil && g.ok)
 	}
 	if err != nil {
 		if (mayHaveApplied(err) || errors.Is(err, ErrNotReplicated)) && !d.closed.Load() {
 			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.TTL)
 			_, _ = release(cleanup, d.client, n, req.ID, d.publish)
+			if takeover != "" {
+				// The attempt may not have taken it over: nobody claims it.
+				_, _ = release(cleanup, d.client, n, takeover, d.publish)
+			}
 			cancel()
 			if waiter != "" {
 				// A refusal may have queued the Driver: its last waiter
@@ -193,7 +238,13 @@ func (s *queuedSubscription) Close() error {
 		return nil
 	}
 	err := s.subscription.Close()
-	if s.d.closed.Load() || s.d.notify.watching(s.names.channel()) || !s.d.markQueued(s.names, false) {
+	if s.d.closed.Load() || s.d.notify.watching(s.names.channel()) {
+		return err
+	}
+	// No waiter of this Driver will claim a grant a release made it: one
+	// that came is given back now, one on its way when it comes.
+	s.d.grants.abandon(s.names)
+	if !s.d.markQueued(s.names, false) {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
@@ -233,6 +284,7 @@ func (d *Driver) Close() error {
 		return nil
 	}
 	d.notify.close()
+	d.grants.close() // the releases of unclaimed grants under way, bounded
 	if d.owned {
 		return d.client.Close()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,12 +20,8 @@ import (
 func waitQueued(t *testing.T, key string, n int64) {
 	t.Helper()
 	rdb := newRDB(t)
-	q := namesOf(DefaultKeyPrefix, key).waiters()
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		got, err := rdb.HLen(ctxFor(t), q).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := queueLen(t, rdb, key)
 		if got == n {
 			return
 		}
@@ -33,6 +30,23 @@ func waitQueued(t *testing.T, key string, n int64) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// queueLen is how many Drivers the waiters' queue of key holds: its
+// fields less the g: fields beside some of them (see lua/prelude.lua).
+func queueLen(t *testing.T, rdb *goredis.Client, key string) int64 {
+	t.Helper()
+	fields, err := rdb.HKeys(ctxFor(t), namesOf(DefaultKeyPrefix, key).waiters()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, f := range fields {
+		if !strings.HasPrefix(f, "g:") {
+			n++
+		}
+	}
+	return n
 }
 
 // Clients waiting for a lock get it in the order they were first refused,
@@ -117,7 +131,7 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 	}
 	// Lock leaves the queue before it returns: no waiting for a lapse.
 	if n, err := newRDB(t).HLen(ctxFor(t), namesOf(DefaultKeyPrefix, key).waiters()).Result(); err != nil || n != 0 {
-		t.Fatalf("waiters' queue after the only waiter gave up: %d entries (%v), want 0", n, err)
+		t.Fatalf("waiters' queue after the only waiter gave up: %d fields (%v), want 0", n, err)
 	}
 	if err := held.Unlock(ctxFor(t)); err != nil {
 		t.Fatal(err)
@@ -172,9 +186,11 @@ func queueWaiting(t *testing.T, ctx context.Context, d *Driver, key string) driv
 	return waiting
 }
 
-// A release frees the lock and only wakes the queue's head: the lock stays
-// free, and not granted to anyone, until the head's own request takes it,
-// so that no lease is ever made from a message.
+// A release frees the lock and only wakes the queue's head when the head's
+// attempt may not be granted by release (it carries a value): the lock
+// stays free, and not granted to anyone, until the head's own request
+// takes it. (A plain waiting attempt is granted by the release itself:
+// grants_test.go.)
 func TestReleaseOnlyWakesQueueHead(t *testing.T) {
 	rdb := newRDB(t)
 	holder, head := newTestDriver(t, rdb), newTestDriver(t, rdb)
@@ -182,7 +198,11 @@ func TestReleaseOnlyWakesQueueHead(t *testing.T) {
 	n := namesOf(DefaultKeyPrefix, key)
 	ctx := ctxFor(t)
 	held := mustAcquire(t, holder, testkit.Request(key, 5*time.Second))
-	waiting := queueWaiting(t, ctx, head, key)
+	waiting := testkit.Request(key, 5*time.Second)
+	waiting.Wait, waiting.Value = true, "candidate"
+	if _, err := head.Acquire(ctx, waiting); !isQueued(err, true) {
+		t.Fatalf("waiting request while held: got %v, want a queued LockedError", err)
+	}
 	sub, err := head.Subscribe(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -304,9 +324,10 @@ func TestReleasePublishesToHeadAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := next()
-	if want := personalChannel(n.channel(), head.self); m.Channel != want || m.Payload != head.self {
-		t.Fatalf("release published %q on %q, want %q on the head's channel %q", m.Payload, m.Channel, head.self, want)
+	if want := personalChannel(n.channel(), head.self); m.Channel != want || !strings.HasPrefix(m.Payload, head.self+" ") {
+		t.Fatalf("release published %q on %q, want a grant to %q on the head's channel %q", m.Payload, m.Channel, head.self, want)
 	}
+	grant := m.Payload
 	// Nothing else was published: a marker sent now is the next message.
 	if err := rdb.Publish(ctx, n.channel(), "marker").Err(); err != nil {
 		t.Fatal(err)
@@ -315,13 +336,13 @@ func TestReleasePublishesToHeadAlone(t *testing.T) {
 		t.Fatalf("release also published %q on %q", m.Payload, m.Channel)
 	}
 
-	// With the queue emptied, a release publishes on the lock's channel.
+	// With the queue emptied, a release publishes on the lock's channel:
+	// that of the hold the first release granted the head.
 	if err := rdb.Del(ctx, n.waiters()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	l := mustAcquire(t, holder, testkit.Request(key, 5*time.Second))
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
+	if ok, err := release(ctx, rdb, n, strings.Fields(grant)[1], "PUBLISH"); err != nil || !ok {
+		t.Fatalf("release of the head's grant: %v, %v", ok, err)
 	}
 	if m := next(); m.Channel != n.channel() || m.Payload != "" {
 		t.Fatalf("release with nobody queued published %q on %q, want an empty message on %q", m.Payload, m.Channel, n.channel())

@@ -133,7 +133,9 @@ func fence(ctx context.Context, c goredis.Scripter, n names, id string, token, b
 
 // release runs the release script for hold id on one server: for Release,
 // and for Acquire giving back a grant whose reply it could not wait for.
+// When that frees the lock, the script may grant it to the queue's head
+// (lua/release.lua), hence the fencing counter among its keys.
 func release(ctx context.Context, c goredis.Scripter, n names, id, publish string) (bool, error) {
-	ok, err := releaseScript.Run(ctx, c, []string{n.lock, n.waiters()}, id, n.channel(), publish).Int64()
+	ok, err := releaseScript.Run(ctx, c, []string{n.lock, n.waiters(), n.fence()}, id, n.channel(), publish).Int64()
 	return ok == 1, err
 }

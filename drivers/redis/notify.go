@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,11 @@ type notifier struct {
 	// message names another Driver wakes nobody here (see scripts.go).
 	self    string
 	sharded bool // Cluster: SSUBSCRIBE, one connection per channel
+	// grant, when set, receives the messages on a personal channel that
+	// carry a grant by release ("SELF ID TOKEN TTL ASEQ": see grants.go)
+	// before the channel's waiters are woken. Set once, before the first
+	// subscription.
+	grant func(personal, payload string)
 
 	// cmdMu serialises membership changes with the SUBSCRIBE or UNSUBSCRIBE
 	// each causes, so that the server receives the commands in the order of
@@ -367,7 +373,11 @@ func (n *notifier) receive(key string, c *psConn) {
 		}
 		switch m := msg.(type) {
 		case *goredis.Message:
-			if m.Payload == "" || m.Payload == n.self {
+			switch {
+			case m.Payload == "" || m.Payload == n.self:
+				n.wake(m.Channel)
+			case n.grant != nil && strings.HasPrefix(m.Payload, n.self+" "):
+				n.grant(m.Channel, m.Payload)
 				n.wake(m.Channel)
 			}
 		case *goredis.Subscription:

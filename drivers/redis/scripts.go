@@ -63,8 +63,9 @@ var fenceScript = goredis.NewScript(prelude + luaScript("fence"))
 // (lua/extend.lua).
 var extendScript = goredis.NewScript(prelude + luaScript("extend"))
 
-// releaseScript removes one hold, if it is still there, and wakes the key's
-// waiters when that frees the lock (lua/release.lua).
+// releaseScript removes one hold, if it is still there, and when that frees
+// the lock grants it to the waiters' queue's head, or wakes the key's
+// waiters (lua/release.lua).
 var releaseScript = goredis.NewScript(prelude + luaScript("release"))
 
 // transferScript hands an exclusive lock from one hold to a new request in

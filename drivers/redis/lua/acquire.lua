@@ -17,6 +17,16 @@
 -- ARGV[9]  the request's value (driver.Request.Value; may be empty)
 -- ARGV[10] "1" when the grant is pending until fence.lua settles it
 --          (RedLock's first phase), else empty
+-- ARGV[11] unused here (RedLock's ticket: redlock_ticket.lua)
+-- ARGV[12] absent (RedLock, AcquireAny: the waiter's g: field is left as
+--          it is), empty (a queued refusal deletes it: the release only
+--          wakes this Driver), or "TTL BLOCK ASEQ": a queued refusal
+--          writes "ID TTL BLOCK ASEQ" as the Driver's g: field, so that a
+--          release may grant this request the lock (see prelude.lua,
+--          release.lua)
+-- ARGV[13] absent or empty, or the ID of an earlier attempt of this
+--          waiting Driver that a release may have granted the lock to, and
+--          that the Driver will never claim (see "Take-over" below)
 --
 -- Reply: {1, token, again} when granted (again is 1 when the request joined
 -- a hold that was already there: a re-entry or a resend, 0 for a new
@@ -64,6 +74,20 @@
 --     are about 1.8e15), and the counter is written with %.0f because
 --     Lua's tostring would round it to 14 digits.
 --
+-- Take-over. A release that grants the lock to the queue's head (release.lua)
+-- writes a hold for the head's last queued request ID, and tells it in a
+-- message. When the message is lost, or came too late for the Driver to
+-- count enough validity from it, the Driver asks again with a new request,
+-- naming the earlier ID in ARGV[13]; if that ID holds the lock alone, this
+-- request takes its place: the hold is dropped and the request granted
+-- whatever the queue says (the grant was this Driver's turn), with a new
+-- token and expiry. This is safe because of what the Driver promises about
+-- ARGV[13]: it names only an ID whose grant it has not claimed, and marks
+-- the ID unclaimable before sending (grants.go), so no lease of it exists
+-- or will: dropping it takes the lock from nobody. And only this Driver
+-- knows the ID (128 random bits of its own attempt, refused), so a hold
+-- with it can only be the release's grant to it.
+--
 -- The common case comes first, with the least work (each redis.call costs
 -- the server about a microsecond): when neither the lock nor its queue
 -- exists, nobody holds or waits for the lock, so every rule above comes to
@@ -91,12 +115,18 @@ local id, ttl, mode, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local waiter, life = ARGV[6] or '', tonumber(ARGV[7] or '0')
 local block = tonumber(ARGV[8] or '1')
 local value, pending = ARGV[9] or '', ARGV[10] == '1'
+-- gi: this attempt's g: field for enqueue (see ARGV[12])
+local gi = nil
+if ARGV[12] then
+  gi = ARGV[12] ~= '' and (id .. ' ' .. ARGV[12])
+end
+local takeover = ARGV[13] or ''
 local exp = now + ttl
 -- refuse says no, queueing a waiting Driver, which then comes back before
 -- its entry lapses.
 local function refuse(ms)
   if waiter ~= '' then
-    enqueue(KEYS[3], waiter, us, now, life)
+    enqueue(KEYS[3], waiter, us, now, life, gi)
     ms = math.min(ms, math.floor(life / 3))
   end
   return {0, math.max(ms, 1), 0}
@@ -128,6 +158,14 @@ if mine then
   save(KEYS[1], s, now)
   return {1, mine[2], 1}
 end
+local taken = false
+if waiter ~= '' and takeover ~= '' and mode == 'x' and owner == '' then
+  local h = s.holds[takeover]
+  if h and s.n == 1 and s.mode == 'x' and h[3] == '' then
+    drop(s, takeover) -- see "Take-over" above
+    taken = true
+  end
+end
 if s.n > 0 then
   if mode == 'x' then
     if s.mode == 'x' then
@@ -158,13 +196,13 @@ end
 if mode == 's' and s.wait > now then
   return {0, s.wait - now, 0}
 end
-if mode == 'x' and owner == '' then
+if mode == 'x' and owner == '' and not taken then
   local head = qhead(KEYS[3], now)
   if head and head ~= waiter then
     return refuse(math.floor(life / 3))
   end
   if head then
-    redis.call('HDEL', KEYS[3], waiter)
+    redis.call('HDEL', KEYS[3], waiter, 'g:' .. waiter)
   end
 end
 local token, err = advance(KEYS[2], us, block)

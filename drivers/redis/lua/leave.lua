@@ -7,5 +7,8 @@
 -- KEYS[1]  the waiters' queue
 -- ARGV[1]  the Driver's name in it
 --
--- Reply: 1 when the Driver was in the queue, else 0 (HDEL's reply).
-return redis.call('HDEL', KEYS[1], ARGV[1])
+-- It removes the Driver's g: field too (see prelude.lua), so that no
+-- release grants the lock to an attempt of a Driver that left.
+--
+-- Reply: how many of the two fields were there (HDEL's reply).
+return redis.call('HDEL', KEYS[1], ARGV[1], 'g:' .. ARGV[1])

@@ -196,29 +196,61 @@ end
 -- queue's head only; a release names the head in its message, so only that
 -- Driver's waiters wake. An entry lapses when its Driver stops asking (a
 -- crash), so a dead head delays the others by one entry lifetime at most.
+--
+-- Beside a Driver's entry, a field "g:NAME" (a Driver's name never holds
+-- ':') may say that the release may grant the lock to that Driver itself:
+-- "ID TTL BLOCK ASEQ", the request ID of the Driver's latest queued
+-- attempt, its TTL in ms, its token block, and ASEQ, the number the Driver
+-- gave that attempt. Each queued attempt rewrites it, or deletes it when
+-- the attempt may not be granted so (a value, replica acknowledgements).
+-- release.lua then writes the head's hold for ID, as acquire.lua's grant
+-- would, and sends ID, token, TTL and ASEQ in the head's message (see
+-- release.lua and grants.go). Versions that know no g: field delete it
+-- (it does not parse as an entry), so they never leave a grant to a
+-- Driver that could not claim it; a Driver without one is only woken.
 
--- qhead returns the queue's head, deleting lapsed entries, or nil.
+-- qhead returns the queue's head, deleting lapsed entries (and g: fields
+-- whose entry is gone), or nil; and, for the head, its g: field or nil,
+-- and its entry's expiry.
 local function qhead(qkey, now)
   local raw = redis.pcall('HGETALL', qkey)
   if raw.err then return nil end
-  local head, hseq
+  local head, hseq, hexp
+  local live, g = {}, {}
   for i = 1, #raw, 2 do
-    local seq, exp = string.match(raw[i + 1], '^(%d+) (%d+)$')
-    seq, exp = tonumber(seq), tonumber(exp)
-    if not seq or exp <= now then
-      redis.call('HDEL', qkey, raw[i])
-    elseif not head or seq < hseq then
-      head, hseq = raw[i], seq
+    if string.sub(raw[i], 1, 2) == 'g:' then
+      g[string.sub(raw[i], 3)] = raw[i + 1]
+    else
+      local seq, exp = string.match(raw[i + 1], '^(%d+) (%d+)$')
+      seq, exp = tonumber(seq), tonumber(exp)
+      if not seq or exp <= now then
+        redis.call('HDEL', qkey, raw[i])
+      else
+        live[raw[i]] = true
+        if not head or seq < hseq then
+          head, hseq, hexp = raw[i], seq, exp
+        end
+      end
     end
   end
-  return head
+  for name in pairs(g) do
+    if not live[name] then redis.call('HDEL', qkey, 'g:' .. name) end
+  end
+  return head, head and g[head], hexp
 end
 
 -- enqueue adds waiter at the queue's tail, or renews its entry in place.
-local function enqueue(qkey, waiter, us, now, life)
+-- gi is the attempt's g: field (see above): a string writes it, false
+-- deletes it, nil leaves the field as it is (RedLock, which has none).
+local function enqueue(qkey, waiter, us, now, life, gi)
   local cur = redis.call('HGET', qkey, waiter)
   local seq = cur and string.match(cur, '^(%d+) ') or string.format('%.0f', us)
   redis.call('HSET', qkey, waiter, seq .. ' ' .. string.format('%.0f', now + life))
+  if gi then
+    redis.call('HSET', qkey, 'g:' .. waiter, gi)
+  elseif gi == false then
+    redis.call('HDEL', qkey, 'g:' .. waiter)
+  end
   if redis.call('PTTL', qkey) < life then
     redis.call('PEXPIRE', qkey, life)
   end
