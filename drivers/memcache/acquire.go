@@ -15,6 +15,12 @@ import (
 // item, and then draws a fencing token. When another owner holds the lock it returns a
 // *driver.LockedError with the holder's expected remaining time, when known.
 //
+// A refused attempt takes the Driver a ticket in the lock's line of waiters
+// (queue.go); the attempts made with it report a RetryAfter that paces the
+// core's polling by the ticket's place in line, and those far back report
+// the lock held without trying the add while the line moves (see "Waiting in
+// line" in the package documentation).
+//
 // A request with a Value writes it into the lock item with the add, and
 // once the token is drawn rewrites the item with the token beside it (gets
 // and cas, owner-checked like Extend) before it returns: so the holder, its
@@ -47,6 +53,16 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	n := namesOf(d.prefix, req.Key)
 	secs := expirySeconds(req.TTL)
 
+	lined := inLine(req.Key)
+	t := turn{tryAdd: true}
+	if lined {
+		t = d.checkIn(n)
+	}
+	if !t.tryAdd {
+		// Tickets ahead are still being served: wait for them without
+		// trying the add (see "Waiting in line").
+		return nil, &driver.LockedError{RetryAfter: t.retryAfter()}
+	}
 	g, err := d.grab(n, holding{id: req.ID, value: req.Value}, secs)
 	switch {
 	case err != nil:
@@ -57,9 +73,19 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 			return nil, ctxErr
 		}
 		return nil, err
-	case !g.held:
+	case !g.held && t.ticket == 0:
+		if lined {
+			d.refused(n)
+		}
 		return nil, &driver.LockedError{RetryAfter: g.retryAfter}
+	case !g.held:
+		ra := t.retryAfter()
+		if g.retryAfter > 0 {
+			ra = min(ra, g.retryAfter)
+		}
+		return nil, &driver.LockedError{RetryAfter: ra}
 	}
+	d.admitted(n, t)
 	if err := ctx.Err(); err != nil {
 		d.giveBack(n, req.ID)
 		return nil, err

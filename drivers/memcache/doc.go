@@ -30,10 +30,13 @@
 // (2 ms to 250 ms by default). A refused Acquire reports the holder's
 // expected remaining time (a *driver.LockedError), read from the lock item
 // and then remembered per Driver, so that a waiter never sleeps past the
-// holder's expiry and a failed attempt usually costs a single request. A
-// handoff between processes therefore takes up to one backoff step, and the
-// requests per lock grow with the number of processes waiting; see the
-// benchmarks in bench_test.go. Inside one Client, each grant reserves a
+// holder's expiry. Once refused, a Driver waits in a line of waiters kept
+// in two counters beside the lock, which shortens or lengthens the
+// RetryAfter it reports by its place, so that processes are served about in
+// turn (see "Waiting in line" below). A handoff between processes takes up
+// to a poll of the waiters at the head of the line (about a millisecond),
+// and the requests per lock grow with the number of processes waiting; see
+// the benchmarks in bench_test.go. Inside one Client, each grant reserves a
 // block of 16 fencing tokens (TokenBlock), so that an Unlock hands
 // the lock to the Client's next waiting goroutine at once, with no request,
 // and the block's next token.
@@ -125,6 +128,58 @@
 //   - without -o idle_timeout shorter than the renewal interval (harmless
 //     but costly: every renewal would reconnect).
 //
+// # Waiting in line
+//
+// Polling alone serves whoever polls first after a release: in practice the
+// process that just released, whose next add comes before anyone else's
+// poll, so that some processes wait for ever. The driver therefore keeps a
+// line of waiters per lock in two counters: "next", from which a Driver
+// whose Acquire was refused draws a ticket ("incr"; one per Driver and lock,
+// kept while it goes on trying), and "served", which a Driver granted the
+// lock with a ticket raises to its ticket (after Acquire returns, by "gets"
+// and "cas", so that it never goes down). The core sends no
+// driver.Request.Wait to a driver without a Notifier, so a TryLock takes a
+// ticket as a Lock does; it is forgotten when unused (see below).
+//
+// An Acquire with a ticket reads both counters (one request per server)
+// and, when refused, reports a RetryAfter by its distance from served: 1 µs
+// within the first 3 tickets past served (the window: the core then polls a
+// millisecond later, and such a ticket tries the add at each poll without
+// reading the counters again), and beyond the window, per ticket, half the
+// time a ticket was seen to take (at least 1 ms in all, up to 100 ms). A ticket beyond the
+// window does not try the add: the driver refuses it, so the waiters near
+// the head take the lock before it (in no particular order among the
+// window's), while the window's several pollers notice a release sooner
+// than one would. A Driver granted the lock with a ticket
+// while others held later ones lets them go first: for 200 ms, its next
+// attempt on that lock draws a ticket before it tries the add. The first
+// attempt of a Driver that saw no line (the uncontended path: add, incr) is
+// unchanged; the line costs one request per refused attempt, one for the
+// ticket, and two per grant with a ticket. The locks of a semaphore's
+// permits (keys the core names KEY/permit/N) have no line: a semaphore's
+// waiter tries every permit and takes any, so tickets per permit would only
+// cost requests (a TryAcquire of a full semaphore of 4 still costs 8
+// requests, then 4 once the holders' expiries are known).
+//
+// Tickets are a hint for scheduling, never exclusion: a lock is granted by
+// the add of its item alone, exactly as without the line, so no ticket,
+// counter or clock, however wrong, lost or stale, can grant a lock twice;
+// at worst it makes a waiter poll too often, too rarely, or out of turn.
+//
+// A ticket whose Driver left (closed, crashed, or stopped trying) is
+// skipped: the other tickets in the window poll as fast, and a ticket
+// beyond the window that finds served unchanged for 100 ms, or over 8 of
+// its polls in a row, tries the add at each poll as well. Tickets that left
+// thus keep a free lock idle for at most 100 ms plus one poll (up to 101
+// ms), and a Driver forgets a ticket it has not used for 1 s. The counters
+// expire 10 minutes after they were last started or written (grants
+// rewrite "served", and touch "next" at most once a minute per Driver), so
+// a lock nobody waits for leaves nothing behind. When "next" is lost
+// (expiry, eviction, restart), the attempts that find it gone or started
+// again behave as without a line until a Driver is refused anew; when only
+// "served" is, the line counts from 0 and the stall rule bounds the wait
+// until the next grant starts it again.
+//
 // # Several servers
 //
 // A client with several servers puts each item on the one server its
@@ -147,12 +202,14 @@
 //
 //	PREFIX + R + "#" + base64url(SHA-256(K))   the lock item
 //	PREFIX + R + "#" + base64url(SHA-256(K)) + ".fence"   its fencing counter
+//	PREFIX + R + "#" + base64url(SHA-256(K)) + ".next"    its line's ticket counter
+//	PREFIX + R + "#" + base64url(SHA-256(K)) + ".served"  its line's served counter
 //
 // where PREFIX is the key prefix ("dlock:" unless [WithKeyPrefix] says
 // otherwise), R is the first 64 bytes of K with every byte other than
 // A-Z, a-z, 0-9 and ". _ / : -" replaced by '_', and the hash is 43
 // characters of unpadded base64url. "reports/nightly" is stored as
-// "dlock:reports/nightly#lxC1LHb9nLJf...". Every name is at most 178 bytes of
+// "dlock:reports/nightly#lxC1LHb9nLJf...". Every name is at most 179 bytes of
 // printable ASCII, so no key, whatever bytes it holds (spaces, CR LF followed
 // by a command, NUL, invalid UTF-8), can make the driver send anything but
 // the command it means. Different keys get different names unless SHA-256

@@ -21,6 +21,7 @@ type Driver struct {
 	prefix   string
 	attempts int // tries per request, for dead pooled connections (see call)
 	hints    hints
+	places   places     // this Driver's tickets in the lines of waiters (queue.go)
 	meta     *metaConns // pipelined meta commands, when the selector is known (else nil)
 
 	inflight inflight.Group // operations Close waits for

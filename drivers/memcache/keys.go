@@ -12,7 +12,8 @@ const (
 	// maxKeyLen is memcached's limit on a key, in bytes.
 	maxKeyLen = 250
 	// maxPrefixLen bounds the key prefix so that every derived name fits in
-	// maxKeyLen: prefix + readable part + '#' + hash + fenceSuffix.
+	// maxKeyLen: prefix + readable part + '#' + hash + the longest suffix
+	// (servedSuffix).
 	maxPrefixLen = 64
 	// readableLen is how many bytes of the dlock key are kept, sanitised,
 	// in front of the hash, for people reading `stats cachedump` or logs.
@@ -20,6 +21,11 @@ const (
 	// fenceSuffix marks the fencing counter's name. The hash before it is
 	// base64url, which has no '.', so no lock name ends with it.
 	fenceSuffix = ".fence"
+
+	// nextSuffix and servedSuffix name the counters of the line of
+	// waiters (queue.go); no lock name ends with them either.
+	nextSuffix   = ".next"
+	servedSuffix = ".served"
 )
 
 // hashLen is the length of the unpadded base64url SHA-256 in every name.
@@ -29,6 +35,8 @@ var hashLen = base64.RawURLEncoding.EncodedLen(sha256.Size)
 type names struct {
 	lock  string // the lock item: the holder's value, expiring with the lease
 	fence string // the fencing counter, stored without expiry
+
+	next, served string // the line's ticket and served counters (queue.go)
 }
 
 // namesOf maps the dlock key onto memcached keys under prefix:
@@ -53,7 +61,7 @@ func namesOf(prefix, key string) names {
 	b = append(b, '#')
 	b = base64.RawURLEncoding.AppendEncode(b, sum[:])
 	lock := string(b)
-	return names{lock: lock, fence: lock + fenceSuffix}
+	return names{lock: lock, fence: lock + fenceSuffix, next: lock + nextSuffix, served: lock + servedSuffix}
 }
 
 // readable returns c if it is safe and plain in a memcached key, '_' otherwise.

@@ -30,7 +30,7 @@ func TestNamesAreLegalAndDistinct(t *testing.T) {
 	for _, prefix := range []string{DefaultKeyPrefix, "", strings.Repeat("p", maxPrefixLen)} {
 		for _, k := range append(hostileKeys(), "reports/nightly", "a", "b") {
 			n := namesOf(prefix, k)
-			for _, name := range []string{n.lock, n.fence} {
+			for _, name := range []string{n.lock, n.fence, n.next, n.served} {
 				if !legalMemcachedKey(name) {
 					t.Errorf("namesOf(%q, %q) = %q: not a legal memcached key", prefix, k, name)
 				}
@@ -47,9 +47,9 @@ func TestNamesAreLegalAndDistinct(t *testing.T) {
 	if got := namesOf("", "a\r\nflush_all").lock[:12]; got != "a__flush_all" {
 		t.Errorf("readable part of a CRLF key = %q, want a__flush_all", got)
 	}
-	longest := namesOf(strings.Repeat("p", maxPrefixLen), strings.Repeat("x", 1024)).fence
-	if len(longest) != 178 {
-		t.Errorf("longest name is %d bytes, want 178", len(longest))
+	longest := namesOf(strings.Repeat("p", maxPrefixLen), strings.Repeat("x", 1024)).served
+	if len(longest) != 179 {
+		t.Errorf("longest name is %d bytes, want 179", len(longest))
 	}
 }
 
@@ -62,7 +62,7 @@ func FuzzNames(f *testing.F) {
 			return
 		}
 		n := namesOf(prefix, key)
-		if !legalMemcachedKey(n.lock) || !legalMemcachedKey(n.fence) {
+		if !legalMemcachedKey(n.lock) || !legalMemcachedKey(n.fence) || !legalMemcachedKey(n.next) || !legalMemcachedKey(n.served) {
 			t.Fatalf("namesOf(%q, %q) = %+v: not legal memcached keys", prefix, key, n)
 		}
 		if n.lock == n.fence || !strings.HasPrefix(n.lock, prefix) {
