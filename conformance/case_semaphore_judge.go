@@ -38,18 +38,24 @@ type permitHolds struct {
 	byKey map[string]*holds
 }
 
-// unlock unlocks a watched permit and records its hold (holds.unlock).
-func (p *permitHolds) unlock(t *T, w *held) {
+// of returns the holds of the permit key, made on first use.
+func (p *permitHolds) of(key string) *holds {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.byKey == nil {
 		p.byKey = map[string]*holds{}
 	}
-	hs := p.byKey[w.l.Key()]
+	hs := p.byKey[key]
 	if hs == nil {
 		hs = &holds{}
-		p.byKey[w.l.Key()] = hs
+		p.byKey[key] = hs
 	}
-	p.mu.Unlock()
+	return hs
+}
+
+// unlock unlocks a watched permit and records its hold (holds.unlock).
+func (p *permitHolds) unlock(t *T, w *held) {
+	hs := p.of(w.l.Key())
 	hs.unlock(t, w)
 }
 

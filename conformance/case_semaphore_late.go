@@ -253,16 +253,7 @@ func giveBack(t *T, ph *permitHolds, w *held) (lost bool, err error) {
 
 // record adds a watched permit's hold, ended already, to its permit's.
 func (p *permitHolds) record(w *held) {
-	p.mu.Lock()
-	if p.byKey == nil {
-		p.byKey = map[string]*holds{}
-	}
-	hs := p.byKey[w.l.Key()]
-	if hs == nil {
-		hs = &holds{}
-		p.byKey[w.l.Key()] = hs
-	}
-	p.mu.Unlock()
+	hs := p.of(w.l.Key())
 	hs.mu.Lock()
 	hs.all = append(hs.all, w.h)
 	hs.mu.Unlock()
