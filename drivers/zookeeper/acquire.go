@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -185,8 +186,9 @@ func (a *attempt) create(ctx context.Context) error {
 		}
 		sid := d.conn.SessionID()
 		var created string
+		var czxid int64
 		done := d.start(func() (err error) {
-			created, err = d.conn.Create(prefix, data, zk.FlagEphemeralSequential, d.acl)
+			created, czxid, err = a.createNode(prefix, data)
 			return err
 		})
 		err := d.await(ctx, done)
@@ -214,6 +216,12 @@ func (a *attempt) create(ctx context.Context) error {
 		switch {
 		case err == nil:
 			a.mine = &mine{path: created, sid: sid}
+			// The session's ID never comes back once it changed: the same
+			// ID before the create and after its reply is the session the
+			// create ran in, the node's owner. Else inspect reads both.
+			if czxid != 0 && d.conn.SessionID() == sid {
+				a.mine.czxid = czxid
+			}
 			return nil
 		case errors.Is(err, zk.ErrNoNode):
 			if err := a.ensureDir(ctx); err != nil {
@@ -245,6 +253,41 @@ func (a *attempt) create(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// createNode creates our queue node, an EPHEMERAL_SEQUENTIAL child of the
+// lock's directory whose name starts with prefix, and returns its path and
+// the fencing token, its creating zxid, or 0 when that is not known.
+//
+// A create's reply carries no Stat (the client library does not send
+// Create2), so the create goes in a multi with an empty write of the
+// directory's data: a multi is one transaction, with one zxid, so the
+// directory's Mzxid in the write's reply is the node's Czxid, and
+// acquisitions do not need a read of their node's Stat besides. The
+// directory's data is never used (it is empty, and nothing watches it).
+// When the directory's ACL does not let this Driver write it, the server
+// refuses the whole multi: the Driver then creates alone, as before, and
+// reads the token with its first listing.
+func (a *attempt) createNode(prefix string, data []byte) (string, int64, error) {
+	d := a.d
+	if !d.dirWriteRefused.Load() {
+		res, err := d.conn.Multi(
+			&zk.CreateRequest{Path: prefix, Data: data, Acl: d.acl, Flags: zk.FlagEphemeralSequential},
+			&zk.SetDataRequest{Path: a.dir, Data: nil, Version: -1},
+		)
+		if err == nil && len(res) == 2 && res[1].Stat != nil {
+			return res[0].String, res[1].Stat.Mzxid, nil
+		}
+		if err == nil {
+			return "", 0, fmt.Errorf("zookeeper: a multi of 2 operations answered with %d results", len(res))
+		}
+		if !errors.Is(err, zk.ErrNoAuth) {
+			return "", 0, err
+		}
+		d.dirWriteRefused.Store(true)
+	}
+	created, err := d.conn.Create(prefix, data, zk.FlagEphemeralSequential, d.acl)
+	return created, 0, err
 }
 
 // awaitSession waits for the session to come back: for as long as ctx lets

@@ -152,7 +152,11 @@
 // /zookeeper. Every key is accepted.
 //
 // The lock's node is a container node, which ZooKeeper deletes once it has
-// been empty for a while, so keys leave nothing behind. Its children are
+// been empty for a while, so keys leave nothing behind. Its data stays
+// empty, but every queueing writes it: the create of the queue node goes in
+// one multi with that write, whose reply (the node's Mzxid, the multi's zxid)
+// gives the new node's token without a read of its own; a Driver whose ACL
+// does not let it write the lock's node creates alone and reads the token. Its children are
 // named "w-ID-TAG-SEQ" (writers), "r-ID-TAG-SEQ" (readers) and "e-ID-ANCHOR"
 // (entries of reentrant holds), where ID is the request ID, TAG a hash of the
 // reentrant owner, if any, and SEQ ZooKeeper's sequence number. Children with

@@ -48,6 +48,11 @@ type Driver struct {
 	// lapses holds every held lease's validity deadline (see lease.expire).
 	lapses *deadline.Queue[*lease]
 
+	// dirWriteRefused: the server refused this Driver a write of a lock's
+	// directory (its ACL lacks WRITE), so creates no longer learn their
+	// token from one (see attempt.createNode).
+	dirWriteRefused atomic.Bool
+
 	stats stats
 }
 

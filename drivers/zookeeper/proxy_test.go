@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"encoding/binary"
 	"io"
+	"maps"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ type proxy struct {
 	refusing  bool
 	armed     bool
 	swallowed chan struct{} // closed once a create's reply is being swallowed
+	sent      map[int32]int // requests forwarded, by opcode (pings left out)
 	wg        sync.WaitGroup
 }
 
@@ -89,6 +91,9 @@ func (p *proxy) up(pr *pair) {
 			return
 		}
 		const opCreate = 1
+		if !first && len(body) >= 8 {
+			p.count(int32(binary.BigEndian.Uint32(body[:4])), int32(binary.BigEndian.Uint32(body[4:8])))
+		}
 		var swallowed chan struct{}
 		if !first && len(body) >= 8 && int32(binary.BigEndian.Uint32(body[4:8])) == opCreate {
 			if swallowed = p.takeArmed(); swallowed != nil {
@@ -129,6 +134,28 @@ func (p *proxy) drop(pr *pair) {
 	p.mu.Lock()
 	delete(p.pairs, pr)
 	p.mu.Unlock()
+}
+
+// count records a request with header xid and op, unless it is a ping
+// (xid -2), which the client sends on a timer, not for a lock operation.
+func (p *proxy) count(xid, op int32) {
+	const pingXid = -2
+	if xid == pingXid {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sent == nil {
+		p.sent = map[int32]int{}
+	}
+	p.sent[op]++
+}
+
+// requests returns the requests forwarded so far, by opcode, pings left out.
+func (p *proxy) requests() map[int32]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.sent)
 }
 
 // takeArmed disarms the proxy and returns the channel to close once the
