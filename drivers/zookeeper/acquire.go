@@ -219,7 +219,7 @@ func (a *attempt) create(ctx context.Context) error {
 			// The session's ID never comes back once it changed: the same
 			// ID before the create and after its reply is the session the
 			// create ran in, the node's owner. Else inspect reads both.
-			if czxid != 0 && d.conn.SessionID() == sid {
+			if czxid != 0 && sid != 0 && d.conn.SessionID() == sid {
 				a.mine.czxid = czxid
 			}
 			return nil
