@@ -90,12 +90,18 @@ func (p *proxy) up(pr *pair) {
 		if _, err := io.ReadFull(pr.client, body); err != nil {
 			return
 		}
-		const opCreate = 1
 		if !first && len(body) >= 8 {
 			p.count(int32(binary.BigEndian.Uint32(body[:4])), int32(binary.BigEndian.Uint32(body[4:8])))
 		}
 		var swallowed chan struct{}
-		if !first && len(body) >= 8 && int32(binary.BigEndian.Uint32(body[4:8])) == opCreate {
+		// The Driver creates its queue nodes with a multi (see
+		// attempt.createNode), or with a create when it may not write the
+		// lock's node.
+		op := int32(-1)
+		if !first && len(body) >= 8 {
+			op = int32(binary.BigEndian.Uint32(body[4:8]))
+		}
+		if op == opCreate || op == opMulti {
 			if swallowed = p.takeArmed(); swallowed != nil {
 				pr.swallow.Store(true)
 			}
@@ -170,7 +176,8 @@ func (p *proxy) takeArmed() chan struct{} {
 	return p.swallowed
 }
 
-// swallowNextCreate makes the proxy forward the next create request and
+// swallowNextCreate makes the proxy forward the next create request (a
+// create or a multi) and
 // drop its reply, and everything after it on that connection: the create is
 // applied, but the client never hears of it. Swallowed returns a channel
 // closed once that happens.
