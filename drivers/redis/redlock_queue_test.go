@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -153,8 +154,14 @@ func (g *rlGroup) contend(t *testing.T, clients, rounds int, open func(t *testin
 		out.wasted = float64(grants-fenced) / float64(out.grants)
 	}
 	counted.mu.Lock()
-	t.Logf("requests by kind: %v", counted.kinds)
+	perSection := map[string]string{}
+	for k, v := range counted.kinds {
+		if d := v - kinds0[k]; d > 0 && out.grants > 0 {
+			perSection[k] = strconv.FormatFloat(float64(d)/float64(out.grants), 'f', 2, 64)
+		}
+	}
 	counted.mu.Unlock()
+	t.Logf("requests by kind per critical section: %v", perSection)
 	t.Logf("%d clients, %d rounds each: %d critical sections, %.1f requests to the masters and %.2f grants given back each, fewest per client %d (%v), stalled %v",
 		clients, rounds, out.grants, out.requests, out.wasted, out.fewest, counts, out.stalled)
 	return out
@@ -248,10 +255,12 @@ func TestRedLockMayHold(t *testing.T) {
 	}
 }
 
-// A queued attempt that a majority refused is answered locally until a
-// wake-up arrives or the masters' come-back time passes, and only then.
+// A queued attempt that a majority refused is answered locally until the
+// masters that refused it have woken the waiter in numbers that could now
+// make a majority, or the masters' come-back time passes, and only then.
 func TestRedLockQuietWaiter(t *testing.T) {
-	q := rlQueue{waits: map[string]*rlWait{}, subs: map[string]int{}}
+	const masters, quorum = 5, 3
+	q := rlQueue{masters: masters, waits: map[string]*rlWait{}, subs: map[string]int{}}
 	n := namesOf(DefaultKeyPrefix, "quiet")
 	if _, quiet := q.start(n); quiet != 0 {
 		t.Fatalf("before waiting: quiet %v, want 0", quiet)
@@ -260,30 +269,55 @@ func TestRedLockQuietWaiter(t *testing.T) {
 	if again := q.ticket(n); again != first {
 		t.Fatalf("a second attempt of the same wait: ticket %d, want %d (its place)", again, first)
 	}
+	every := []bool{true, true, true, true, true}
 	wakes, quiet := q.start(n)
 	if quiet != 0 {
 		t.Fatalf("first attempt: quiet %v, want 0", quiet)
 	}
-	q.refused(n, wakes, time.Hour)
+	q.refused(n, wakes, slices.Clone(every), quorum, time.Hour)
 	if _, quiet := q.start(n); quiet <= 0 || quiet > time.Hour {
 		t.Fatalf("after a refusal: quiet %v, want up to the come-back time of 1h", quiet)
 	}
-	q.woke(n)
+	// Refused by all five: three of them must have woken the waiter, each
+	// counted once however many wake-ups it sent.
+	for _, i := range []int{0, 0, 0, 1} {
+		q.woke(n, i)
+		if _, quiet := q.start(n); quiet == 0 {
+			t.Fatalf("after wake-ups from masters 0 and 1 (the latest from %d) of the 5 that refused: quiet 0, want the refusal to stand (3 needed)", i)
+		}
+	}
+	q.woke(n, 2)
 	wakes, quiet = q.start(n)
 	if quiet != 0 {
-		t.Fatalf("after a wake-up: quiet %v, want 0 (ask the masters)", quiet)
+		t.Fatalf("after wake-ups from 3 of the 5 masters that refused: quiet %v, want 0 (ask the masters)", quiet)
 	}
-	// A wake-up during the attempt: its refusal does not silence the next.
-	q.woke(n)
-	q.refused(n, wakes, time.Hour)
+	// Refused by masters 0-2 only (3 and 4 granted, or did not answer):
+	// one of the three suffices, and the others' wake-ups do not count.
+	q.refused(n, wakes, []bool{true, true, true, false, false}, quorum, time.Hour)
+	q.woke(n, 3)
+	q.woke(n, 4)
+	if _, quiet := q.start(n); quiet == 0 {
+		t.Fatal("after wake-ups only from masters that did not refuse: quiet 0, want the refusal to stand")
+	}
+	q.woke(n, 1)
+	wakes, quiet = q.start(n)
+	if quiet != 0 {
+		t.Fatalf("after a wake-up from one of 3 refusing masters, 2 others not refusing: quiet %v, want 0", quiet)
+	}
+	// Wake-ups during the attempt count: its refusal does not silence the
+	// next attempt.
+	for i := range 3 {
+		q.woke(n, i)
+	}
+	q.refused(n, wakes, slices.Clone(every), quorum, time.Hour)
 	if _, quiet := q.start(n); quiet != 0 {
-		t.Fatalf("after a refusal with a wake-up during the attempt: quiet %v, want 0", quiet)
+		t.Fatalf("after a refusal with wake-ups from 3 masters during the attempt: quiet %v, want 0", quiet)
 	}
 	wakes, _ = q.start(n)
-	q.refused(n, wakes, time.Nanosecond)
+	q.refused(n, wakes, slices.Clone(every), quorum, time.Nanosecond)
 	time.Sleep(time.Millisecond) // past a come-back time of 1 ns, not synchronisation
 	if _, quiet := q.start(n); quiet != 0 {
-		t.Fatalf("past the come-back time: quiet %v, want 0", quiet)
+		t.Fatalf("past the come-back time with no wake-up: quiet %v, want 0", quiet)
 	}
 	if !q.done(n) {
 		t.Fatal("done: the wait was not recorded")
@@ -339,5 +373,17 @@ func (g *rlGroup) testFailedAttemptKeepsItsPlace(t *testing.T) {
 	}
 	if want := strconv.FormatUint(waiter.queue.ticket(n), 10); seq != want {
 		t.Errorf("the waiter's place: %s, want its ticket %s", seq, want)
+	}
+}
+
+// testRequestsPerSection logs the requests per critical section of 16 and
+// 64 independent clients taking one lock in turns, by kind: a measurement,
+// run with DLOCK_REDIS_COUNT=1.
+func (g *rlGroup) testRequestsPerSection(t *testing.T) {
+	if os.Getenv("DLOCK_REDIS_COUNT") == "" {
+		t.Skip("a measurement: set DLOCK_REDIS_COUNT=1 to run it")
+	}
+	for _, clients := range []int{16, 64} {
+		g.contend(t, clients, 256/clients, openCounted)
 	}
 }

@@ -50,6 +50,7 @@ func TestRedLock(t *testing.T) {
 	t.Run("FailedAttemptKeepsItsPlace", g.testFailedAttemptKeepsItsPlace)
 	t.Run("ContendedClients", g.testContendedClients)
 	t.Run("ContendedClientsWithoutQueue", g.testContendedClientsWithoutQueue)
+	t.Run("RequestsPerSection", g.testRequestsPerSection)
 }
 
 // A RedLock's goroutines (its masters' pub/sub readers, its background
