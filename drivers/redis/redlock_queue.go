@@ -43,9 +43,9 @@ func rlRelease(ctx context.Context, c goredis.Scripter, n names, id, waiter stri
 type rlQueue struct {
 	masters int // the RedLock's masters, whose wake-ups are counted apart
 	mu      sync.Mutex
-	waits map[string]*rlWait // by lock name: the Driver waits for it
-	subs  map[string]int     // by lock name: the Driver's open subscriptions
-	last  uint64             // the latest ticket issued, for strictly increasing tickets
+	waits   map[string]*rlWait // by lock name: the Driver waits for it
+	subs    map[string]int     // by lock name: the Driver's open subscriptions
+	last    uint64             // the latest ticket issued, for strictly increasing tickets
 }
 
 // rlWait is the Driver's wait for one lock.

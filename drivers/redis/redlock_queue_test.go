@@ -186,9 +186,9 @@ func openCounted(t *testing.T, raw []goredis.UniversalClient) driver.Driver {
 // the waiters' queue the masters agree on: the masters' votes do not split
 // (hardly any grant is given back for want of a majority), no client
 // waits for ever, and the requests per critical section are logged (about
-// 5 per master: the grant's two phases, the release, and the two refused
-// attempts with which the core starts a contended Lock; waiters' polls add
-// to them on a slow machine, so they are not checked here).
+// 4 per master: the grant's two phases, the release, and the refused
+// queued attempt with which a contended Lock joins the queue; waiters'
+// polls add to them on a slow machine, so they are not checked here).
 func (g *rlGroup) testContendedClients(t *testing.T) {
 	const clients, rounds = 8, 4
 	got := g.contend(t, clients, rounds, openCounted)
@@ -386,4 +386,77 @@ func (g *rlGroup) testRequestsPerSection(t *testing.T) {
 	for _, clients := range []int{16, 64} {
 		g.contend(t, clients, 256/clients, openCounted)
 	}
+}
+
+// A queued waiter that a majority refused asks the masters again only once
+// enough of the masters that refused it have woken it to make a majority
+// with the others: counted in requests, with the wake-ups given by hand
+// (as a master's message would, through rlQueue.woke), so that no message
+// in flight blurs the counts.
+func (g *rlGroup) testHeadWaitsForMajority(t *testing.T) {
+	const ttl = 30 * time.Second // wide: on a loaded machine every master answers
+	var counted requestCounter
+	var raw []goredis.UniversalClient
+	for _, a := range g.group.Addrs() {
+		c := goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1, MaintNotificationsConfig: maintOff()})
+		c.AddHook(&counted)
+		t.Cleanup(func() { _ = c.Close() })
+		raw = append(raw, c)
+		if err := c.Ping(ctxFor(t)).Err(); err != nil { // dialled: no connection's setup is counted below
+			t.Fatal(err)
+		}
+	}
+	for _, c := range g.raw { // loaded, so that no attempt is counted twice (EVALSHA, then EVAL)
+		for _, sc := range []*goredis.Script{rlAcquireScript, rlRequeueScript} {
+			if err := sc.Load(ctxFor(t), c).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waiter := openCounted(t, raw).(*RedLock)
+	t.Cleanup(func() { _ = waiter.Close() })
+	holder := g.open(t, "?node_timeout=5s")
+	key := testkit.Key(t)
+	n := namesOf(DefaultKeyPrefix, key)
+	held := testkit.MustAcquire(t, ctxFor(t), holder, testkit.Request(key, ttl))
+	defer func() { _ = held.Release(ctxFor(t)) }()
+	req := testkit.Request(key, ttl)
+	req.Wait = true
+	attempt := func(what string, wantRequests int64) {
+		t.Helper()
+		before := counted.n.Load()
+		if _, err := waiter.Acquire(ctxFor(t), req); !errors.Is(err, driver.ErrLocked) {
+			t.Fatalf("%s: got %v, want ErrLocked", what, err)
+		}
+		if got := counted.n.Load() - before; got != wantRequests {
+			t.Fatalf("%s: %d requests to the masters, want %d", what, got, wantRequests)
+		}
+	}
+	attempt("the first queued attempt, the lock held on every master", 5)
+	attempt("again with no wake-up", 0)
+	waiter.queue.woke(n, 0)
+	waiter.queue.woke(n, 0)
+	waiter.queue.woke(n, 1)
+	attempt("after wake-ups from 2 of the 5 masters that refused", 0)
+	waiter.queue.woke(n, 4)
+	attempt("after wake-ups from 3 of the 5 masters that refused", 5)
+	attempt("again with no wake-up since", 0)
+
+	// The holder's lock gone from masters 0 and 1: they grant, the others
+	// refuse, and the grants are given back. One of the three that refused
+	// now suffices, and wake-ups from the two that granted do not count.
+	for _, i := range []int{0, 1} {
+		if err := g.raw[i].Del(ctxFor(t), n.lock).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		waiter.queue.woke(n, i+2)
+	}
+	attempt("granted by 2 of 5 masters", 5+2) // the attempt, and the give-back on the 2
+	waiter.queue.woke(n, 0)
+	waiter.queue.woke(n, 1)
+	attempt("after wake-ups from the 2 masters that granted", 0)
+	waiter.queue.woke(n, 3)
+	attempt("after a wake-up from 1 of the 3 that refused", 5+2)
 }
