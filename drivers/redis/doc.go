@@ -308,13 +308,16 @@
 // missing or the stale entry lapses. (A grant takes the head out of a
 // master's queue, so the release of a failed attempt writes its entry back
 // first: lua/redlock_requeue.lua.) Likewise a queued attempt that a
-// majority refused is not sent again until a release's message arrives or
-// the masters' "come back" time passes (at most a third of an entry's
-// lifetime): that changes when requests are sent, never what a master
-// grants. Under contention a critical section then costs the grant's two
-// phases and the release on every master, and the two refused attempts
-// with which the core starts every contended Lock (a try, then a queued
-// try once subscribed): about 5 requests per master.
+// majority refused is not sent again until enough of the masters that
+// refused it have sent a release's message (or their subscription took
+// effect) to make a majority with the others, or the masters' "come back"
+// time passes (at most a third of an entry's lifetime): the head does not
+// try at the first master's message, to be refused by masters whose
+// release has not run yet. That changes when requests are sent, never
+// what a master grants. Under contention a critical section then costs
+// the grant's two phases and the release on every master, and the refused
+// queued attempt with which a contended Lock joins the queue: about 4
+// requests per master.
 //
 // Fencing tokens across masters. Each master has its own counter, so the
 // highest token of one majority says nothing by itself about the next,

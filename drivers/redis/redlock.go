@@ -88,7 +88,7 @@ func NewRedLock(clients []goredis.UniversalClient, opts ...Option) (*RedLock, er
 
 func newRedLock(clients []goredis.UniversalClient, addrs []string, owned bool, o options) *RedLock {
 	r := &RedLock{quorum: len(clients)/2 + 1, owned: owned, prefix: o.prefix, timeout: o.nodeTimeout, self: rand.Text(), done: make(chan struct{})}
-	r.queue.waits, r.queue.subs = map[string]*rlWait{}, map[string]int{}
+	r.queue.masters, r.queue.waits, r.queue.subs = len(clients), map[string]*rlWait{}, map[string]int{}
 	for i, c := range clients {
 		name := addrs[i]
 		if name == "" {
@@ -210,7 +210,7 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 	n := namesOf(r.prefix, req.Key)
 	timeout := r.nodeTimeout(req.TTL)
 	waiter, ticket := r.waiterFor(n, req)
-	var wakes uint64
+	var wakes []uint64
 	if waiter != "" {
 		var quiet time.Duration
 		if wakes, quiet = r.queue.start(n); quiet > 0 {
@@ -223,7 +223,7 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 	r.each(ctx, timeout, nil, func(ctx context.Context, i int, nd *rlNode) {
 		grants[i], errs[i] = rlAcquire(ctx, nd.client, n, req, waiter, ticket)
 	})
-	granted := make([]bool, len(r.nodes))
+	granted, refusers := make([]bool, len(r.nodes)), make([]bool, len(r.nodes))
 	ok, again, refused := 0, 0, 0
 	var token, againToken uint64
 	var retry time.Duration
@@ -241,6 +241,7 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 			}
 		default:
 			refused++
+			refusers[i] = true
 			if g.retry > 0 && (retry == 0 || g.retry < retry) {
 				retry = g.retry
 			}
@@ -299,7 +300,7 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 	case refused > 0 && ok < r.quorum:
 		// Held by someone else on enough masters: worth waiting for.
 		if waiter != "" && refused > len(r.nodes)-r.quorum {
-			r.queue.refused(n, wakes, retry)
+			r.queue.refused(n, wakes, refusers, r.quorum, retry)
 		}
 		return nil, &driver.LockedError{RetryAfter: retry}
 	case ok >= r.quorum && (!fenceTried || fenced >= r.quorum):
@@ -384,19 +385,20 @@ func (r *RedLock) Subscribe(ctx context.Context, key string) (driver.Subscriptio
 		return nil, err
 	}
 	channel := namesOf(r.prefix, key).channel()
-	m := &multiSub{c: make(chan struct{}, 1), in: make(chan struct{}, 1), done: make(chan struct{}), r: r, names: namesOf(r.prefix, key)}
+	m := &multiSub{c: make(chan struct{}, 1), done: make(chan struct{}), r: r, names: namesOf(r.prefix, key)}
 	r.subMu.Lock()
 	defer r.subMu.Unlock()
 	if r.closed.Load() {
 		return nil, driver.ErrClosed
 	}
 	r.queue.subscribed(m.names, 1)
-	r.subscribing.Go(m.forward)
-	for _, nd := range r.nodes {
+	for i, nd := range r.nodes {
+		in := make(chan struct{}, 1)
+		r.subscribing.Go(func() { m.forward(i, in) })
 		r.subscribing.Go(func() {
 			sctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 			defer cancel()
-			s, err := nd.notify.subscribeWith(sctx, channel, personalChannel(channel, r.self), m.in)
+			s, err := nd.notify.subscribeWith(sctx, channel, personalChannel(channel, r.self), in)
 			if err != nil {
 				return
 			}
@@ -425,18 +427,17 @@ type multiSub struct {
 	subs   []*subscription
 	r      *RedLock
 	names  names
-	in     chan struct{} // the masters' wake-ups, which forward counts and passes on to c
 	done   chan struct{} // closed by Close
 }
 
-// forward passes the masters' wake-ups on to the waiter, counting them for
-// the Driver's queue (rlQueue.woke), until the subscription or the Driver
-// closes.
-func (m *multiSub) forward() {
+// forward passes master i's wake-ups, delivered to in, on to the waiter,
+// counting them by master for the Driver's queue (rlQueue.woke), until the
+// subscription or the Driver closes.
+func (m *multiSub) forward(i int, in chan struct{}) {
 	for {
 		select {
-		case <-m.in:
-			m.r.queue.woke(m.names)
+		case <-in:
+			m.r.queue.woke(m.names, i)
 			select {
 			case m.c <- struct{}{}:
 			default: // a wake-up is pending already

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -40,21 +41,26 @@ func rlRelease(ctx context.Context, c goredis.Scripter, n names, id, waiter stri
 
 // rlQueue is what a RedLock remembers of the queues it waits in.
 type rlQueue struct {
-	mu    sync.Mutex
-	waits map[string]*rlWait // by lock name: the Driver waits for it
-	subs  map[string]int     // by lock name: the Driver's open subscriptions
-	last  uint64             // the latest ticket issued, for strictly increasing tickets
+	masters int // the RedLock's masters, whose wake-ups are counted apart
+	mu      sync.Mutex
+	waits   map[string]*rlWait // by lock name: the Driver waits for it
+	subs    map[string]int     // by lock name: the Driver's open subscriptions
+	last    uint64             // the latest ticket issued, for strictly increasing tickets
 }
 
 // rlWait is the Driver's wait for one lock.
 type rlWait struct {
 	ticket uint64
-	wakes  uint64 // wake-ups received for the lock so far
+	wakes  []uint64 // wake-ups received for the lock so far, by master
 	// When a majority of masters refused the latest attempt, another
-	// before quiet (their earliest "come back" time) with no wake-up since
-	// the attempt started (wakes still quietWakes) would be refused too.
+	// before quiet (their earliest "come back" time) would be refused too
+	// unless at least need of the masters that refused it (refusers) sent
+	// a wake-up since the attempt started (their count in wakes above
+	// quietWakes): see rlQueue.start.
 	quiet      time.Time
-	quietWakes uint64
+	quietWakes []uint64
+	refusers   []bool
+	need       int
 }
 
 // ticket returns the Driver's ticket for the lock n, issuing one when the
@@ -70,14 +76,15 @@ func (q *rlQueue) ticket(n names) uint64 {
 	}
 	t := max(uint64(time.Now().UnixMicro()), q.last+1)
 	q.last = t
-	q.waits[n.lock] = &rlWait{ticket: t}
+	q.waits[n.lock] = &rlWait{ticket: t, wakes: make([]uint64, q.masters)}
 	return t
 }
 
 // start is called as a queued attempt for the lock n starts. It returns
-// the wake-ups received so far, and, when the masters' latest refusal
-// still stands (no wake-up since, and their "come back" time not reached),
-// how long it stands: the attempt is then refused without asking them.
+// the wake-ups received so far (a copy, by master), and, when the masters'
+// latest refusal still stands (too few of the masters that refused it
+// woke the Driver since, and their "come back" time not reached), how
+// long it stands: the attempt is then refused without asking them.
 //
 // This is what keeps the waiters behind the head quiet. The core polls
 // beside notifications, from every 50 ms; each poll of a RedLock asks every
@@ -88,39 +95,78 @@ func (q *rlQueue) ticket(n names) uint64 {
 // an entry lapsing) is found by the poll after the masters' "come back"
 // time, at most a third of an entry's lifetime (see queueLife), as the
 // queue's own rules intend.
-func (q *rlQueue) start(n names) (wakes uint64, wait time.Duration) {
+//
+// Nor does the head ask at the first master's wake-up. A release frees
+// the lock on every master at about the same time, and each master that
+// names the Driver as its head wakes it; but an attempt sent at the first
+// wake-up reaches masters whose release has not yet run, which refuse it,
+// and an attempt that then falls short of a majority is given back and
+// sent again: under contention these were most of the requests beyond a
+// grant's own. A master that refused can grant only once its lock is
+// free, and freeing it (a release, or a failed attempt's give-back)
+// wakes its head, or every waiter when none is queued there; so until
+// enough of the masters that refused have sent a wake-up to make a
+// majority with the others, the attempt would be refused again. A change
+// that wakes nobody (a lease expiring, a queue entry lapsing) is found
+// after the come-back time, as before.
+func (q *rlQueue) start(n names) (wakes []uint64, wait time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	w, ok := q.waits[n.lock]
 	if !ok {
-		return 0, 0
+		return nil, 0
 	}
-	if w.quietWakes == w.wakes {
-		if left := time.Until(w.quiet); left > 0 {
-			return w.wakes, left
+	wakes = slices.Clone(w.wakes)
+	if w.quietWakes == nil {
+		return wakes, 0
+	}
+	woke := 0
+	for i, refused := range w.refusers {
+		if refused && w.wakes[i] > w.quietWakes[i] {
+			woke++
 		}
 	}
-	return w.wakes, 0
-}
-
-// refused records that a majority of masters refused the queued attempt
-// for the lock n that started after wakes wake-ups, and asked it to come
-// back after retry.
-func (q *rlQueue) refused(n names, wakes uint64, retry time.Duration) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if w, ok := q.waits[n.lock]; ok && retry > 0 {
-		w.quiet, w.quietWakes = time.Now().Add(retry), wakes
+	if woke < w.need {
+		if left := time.Until(w.quiet); left > 0 {
+			return wakes, left
+		}
 	}
+	return wakes, 0
 }
 
-// woke counts a wake-up for the lock n: a release on one of the masters, or
-// a subscription taking effect.
-func (q *rlQueue) woke(n names) {
+// refused records that the masters marked in refusers (a majority's
+// worth: more than there are masters beyond a quorum) refused the queued
+// attempt for the lock n that started after wakes wake-ups, and asked it
+// to come back after retry; quorum is the majority a grant needs. The
+// next attempt asks the masters once enough of those have woken the
+// Driver that, with the masters that did not refuse, they make a quorum
+// (see start).
+func (q *rlQueue) refused(n names, wakes []uint64, refusers []bool, quorum int, retry time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if w, ok := q.waits[n.lock]; ok {
-		w.wakes++
+	w, ok := q.waits[n.lock]
+	if !ok || retry <= 0 || len(wakes) != len(w.wakes) || len(refusers) != len(w.wakes) {
+		return
+	}
+	refused := 0
+	for _, r := range refusers {
+		if r {
+			refused++
+		}
+	}
+	w.quiet, w.quietWakes, w.refusers = time.Now().Add(retry), wakes, refusers
+	// Masters that did not refuse: len(refusers) - refused. A grant needs
+	// quorum - (len(refusers) - refused) of the others to change their answer.
+	w.need = max(quorum-(len(refusers)-refused), 1)
+}
+
+// woke counts a wake-up for the lock n from master i: a release there, or
+// a subscription there taking effect.
+func (q *rlQueue) woke(n names, i int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w, ok := q.waits[n.lock]; ok && i < len(w.wakes) {
+		w.wakes[i]++
 	}
 }
 

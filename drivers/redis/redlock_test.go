@@ -48,8 +48,10 @@ func TestRedLock(t *testing.T) {
 	})
 	t.Run("NoGoroutineLeak", g.testNoGoroutineLeak)
 	t.Run("FailedAttemptKeepsItsPlace", g.testFailedAttemptKeepsItsPlace)
+	t.Run("HeadWaitsForMajority", g.testHeadWaitsForMajority)
 	t.Run("ContendedClients", g.testContendedClients)
 	t.Run("ContendedClientsWithoutQueue", g.testContendedClientsWithoutQueue)
+	t.Run("RequestsPerSection", g.testRequestsPerSection)
 }
 
 // A RedLock's goroutines (its masters' pub/sub readers, its background
