@@ -40,7 +40,7 @@ func TestLostCreateReply(t *testing.T) {
 		l, err := d.Acquire(ctxFor(t), block(req))
 		got <- result{l, err}
 	}()
-	<-swallowed
+	awaitSwallowed(t, swallowed)
 	waitUntil(t, 10*time.Second, "the create applied on the server", func() bool {
 		return len(children(t, conn, base, key)) == 2
 	})
@@ -76,7 +76,7 @@ func TestLostCreateReply(t *testing.T) {
 		_, err := d.Acquire(ctxFor(t), request(key, driver.Exclusive))
 		failed <- err
 	}()
-	<-swallowed
+	awaitSwallowed(t, swallowed)
 	waitUntil(t, 10*time.Second, "the create applied on the server", func() bool {
 		return len(children(t, conn, base, key)) == 2
 	})
@@ -241,4 +241,15 @@ func mutex(tb testing.TB, c *dlock.Client, key string, opts ...dlock.Option) dlo
 	tb.Helper()
 	m := testkit.Mutex(tb, c, key, opts...)
 	return m
+}
+
+// awaitSwallowed waits for the proxy to swallow the reply it was armed for,
+// failing the test (instead of hanging it) if no create ever passes.
+func awaitSwallowed(t *testing.T, swallowed <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-swallowed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the proxy saw no create (or multi) whose reply it could swallow")
+	}
 }
