@@ -314,10 +314,16 @@ func (g *grants) abandon(n names) {
 	}
 	g.mu.Unlock()
 	if give != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-		defer cancel()
-		_, _ = release(ctx, g.d.client, n, give, g.d.publish) // a failure lapses
+		g.release(n, give)
 	}
+}
+
+// release releases hold id of the lock n, bounded by commandTimeout; a
+// failure is left to lapse with the queue entry's lifetime.
+func (g *grants) release(n names, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	_, _ = release(ctx, g.d.client, n, id, g.d.publish)
 }
 
 // giveBack releases hold id of the lock named name, in the
@@ -327,13 +333,10 @@ func (g *grants) giveBack(name, id string) {
 	if g.closed {
 		return // the hold lapses with the queue entry's lifetime
 	}
-	n := names{lock: name}
 	g.gives.Add(1)
 	go func() {
 		defer g.gives.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-		defer cancel()
-		_, _ = release(ctx, g.d.client, n, id, g.d.publish) // a failure lapses
+		g.release(names{lock: name}, id)
 	}()
 }
 
