@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -72,6 +73,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	outDir := fs.String("out", "", "write results.json and charts (SVG and PNG) into this directory")
 	markdown := fs.Bool("markdown", false, "print the table as Markdown, as the README shows it")
 	contenders := fs.Int("contenders", 0, "independent clients in the contended run (default 64, 8 with --quick)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (servers excluded) to this file, for go tool pprof")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return 0
 	} else if err != nil {
@@ -98,6 +100,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		s.contenders = *contenders
 	}
 	progress := func(msg string) { fmt.Fprintln(stderr, "peers:", msg) }
+	if *cpuProfile != "" {
+		// Peers and dlock run in this one process: a profile shows where
+		// each spends its client CPU (focus on a package to compare).
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "peers: --cpuprofile: %v\n", err)
+			return 70
+		}
+		defer stopProfile()
+	}
 	tclog.SetDefault(tclog.NewNoopLogger()) // the progress lines say what happens
 	res := results{Time: time.Now().UTC(), Quick: *quickRun, Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())}
 	for _, b := range wanted {
@@ -167,4 +179,18 @@ func writeOut(dir string, res results) error {
 		return err
 	}
 	return writeCharts(dir, res.Rows)
+}
+
+// startCPUProfile starts writing a CPU profile to path and returns what
+// stops it and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
