@@ -68,10 +68,15 @@ func (d *Driver) extend(n names, h holding, secs int32) error {
 
 // release makes the lock item expire at once, if it is id's.
 func (d *Driver) release(n names, id string) error {
-	// Set when a swap failed on a broken connection: the server may have
-	// applied it, so finding the item gone (or taken by another since)
-	// most likely means our release took effect.
-	maybeDone := false
+	return d.releaseByID(n, id, false)
+}
+
+// releaseByID is release; maybeDone says that an earlier attempt (a
+// compare-and-delete whose reply was lost) may have removed the item.
+func (d *Driver) releaseByID(n names, id string, maybeDone bool) error {
+	// maybeDone is also set when a swap failed on a broken connection: the
+	// server may have applied it, so finding the item gone (or taken by
+	// another since) most likely means our release took effect.
 	notHeld := func() error {
 		if maybeDone {
 			return nil
