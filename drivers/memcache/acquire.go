@@ -92,7 +92,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	}
 	token := g.token
 	if token == 0 {
-		token, err = d.nextToken(n.fence)
+		token, err = d.drawToken(ctx, n.fence)
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		err = ctxErr

@@ -1,11 +1,11 @@
 package memcache
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
@@ -135,12 +135,10 @@ func (d *Driver) addMeta(ctx context.Context, n names, v []byte, secs int32, wit
 			}
 			return
 		}
-		// The counter's reply: anything but a value leaves the token to
-		// nextToken, which reports a counter it cannot advance.
-		if string(fields[0]) == "VA" {
-			if t, err := strconv.ParseUint(string(data), 10, 64); err == nil && t >= tokenBlock && t <= maxToken {
-				a.token = t - tokenBlock + 1
-			}
+		// The counter's reply: anything but a good value leaves the token
+		// to drawToken, which reports a counter it cannot advance.
+		if t, err := tokenOf(n.fence, bytes.Join(fields, []byte(" ")), data); err == nil {
+			a.token = t
 		}
 	})
 	if answered == 0 {
