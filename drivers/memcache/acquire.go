@@ -26,8 +26,9 @@ import (
 // and cas, owner-checked like Extend) before it returns: so the holder, its
 // value and its token are in the item together as soon as the grant is
 // settled, for Inspect to read in one request. That costs two more round
-// trips; a lock without a value records its token at its first renewal
-// instead, which rewrites the item anyway.
+// trips (one when the server selector is known: see metacas.go); a lock
+// without a value records its token at its first renewal instead, which
+// rewrites the item anyway.
 //
 // gomemcache takes no context: each request is bounded by the client's
 // Timeout, and ctx is checked between requests. When ctx ends while the lock

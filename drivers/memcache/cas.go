@@ -17,7 +17,9 @@ import (
 // applies only if the item has not been replaced, re-stored or expired since
 // the read. Release writes it with a negative expiry, which memcached stores
 // as "already expired": a compare-and-delete in effect, after which add sees
-// no item. Both cost two round trips.
+// no item. Both cost two round trips. A Driver that knows its server
+// selector does either in one when it can prove the item is still the one
+// its lease last wrote (metacas.go), and falls back to these otherwise.
 
 // maxCASAttempts bounds the read-and-swap loop. A conflict means the item
 // changed between the read and the swap: by the lease's own concurrent
