@@ -3,6 +3,7 @@ package memcache
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -214,7 +215,7 @@ func TestMetaTwoServers(t *testing.T) {
 	ctx := ctxFor(t)
 	seen := map[bool]bool{}
 	for i := 0; len(seen) < 2 && i < 200; i++ {
-		key := testkit.Key(t) + "/" + string(rune('a'+i%26)) + time.Now().Format("150405.000000")
+		key := testkit.Key(t) + "/" + strconv.Itoa(i)
 		n := namesOf(DefaultKeyPrefix, key)
 		la, _ := d.meta.pick(n.lock)
 		fa, _ := d.meta.pick(n.fence)
