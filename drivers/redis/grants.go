@@ -137,8 +137,9 @@ func (g *grants) lock(name string, now time.Time) *lockGrants {
 // superseded: nothing more comes of it. deliver ignores a message for an
 // attempt in either state as it ignores one for an unknown attempt (a
 // duplicate, a take-over's ID), claim takes only pending attempts, and
-// finish only ever sees its own attempt in flight, which neither state
-// can reach before it. Callers hold g.mu.
+// finish looks up only its own attempt, which nothing else retires
+// before its reply: the others retire attempts already refused (pending,
+// or abandoned after a refusal). Callers hold g.mu.
 func (lg *lockGrants) retire(seq uint64) { delete(lg.attempts, seq) }
 
 // sweep forgets attempts older than keepAttempts, and locks left with
