@@ -163,18 +163,21 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 	// holds it (enqueue), it is held: wait first, offered for a handoff.
 	// Otherwise try once before subscribing: the lock is usually free, and
 	// an uncontended Lock then costs no subscription (nor the notification
-	// of its own release). This try does not queue (driver.Request.Wait):
-	// a driver that keeps a queue of waiters learns that a waiter gave up
-	// from its subscription closing, so it must not queue one before it
-	// subscribes. A head whose key's latest Lock in this Client had to
-	// wait expects to wait again: it subscribes first instead, so that its
-	// first try may queue (contention.go).
+	// of its own release). With a Notifier this try does not queue
+	// (driver.Request.Wait): a driver that keeps a queue of waiters learns
+	// that a waiter gave up from its subscription closing, so it must not
+	// queue one before it subscribes. A head whose key's latest Lock in
+	// this Client had to wait expects to wait again: it subscribes first
+	// instead, so that its first try may queue (contention.go). Without a
+	// Notifier every try of a waiting Lock may queue, this one too (what it
+	// queues lapses by itself), and costs nothing more when the lock is
+	// free.
 	contended := m.c.contended.slot(m.key)
 	eager := !q.held && m.c.caps.Notifier != nil && contended.Load()
 	refused := false // an attempt of this Lock was refused
 	tried := false
 	if !q.held && !eager {
-		l, err := m.attempt(ctx, mode, m.c.drv.Acquire)
+		l, err := m.attempt(ctx, mode, m.firstTry())
 		switch {
 		case err == nil:
 			return l, nil
@@ -207,12 +210,13 @@ func (m *mutex) waitAsHead(ctx context.Context, q *waitQueue, w *waiter, mode dr
 			}
 		}
 		if try {
-			// Only a try made while the queue holds a subscription may
-			// queue in the backend (driver.Request.Wait): the
-			// subscription's Close is how the driver learns that the
-			// waiter gave up.
+			// With a Notifier, only a try made while the queue holds a
+			// subscription may queue in the backend
+			// (driver.Request.Wait): the subscription's Close is how the
+			// driver learns that the waiter gave up. Without one, every
+			// try may.
 			tryFn := m.c.drv.Acquire
-			if wakeups != nil {
+			if wakeups != nil || m.c.caps.Notifier == nil {
 				tryFn = m.tryWaiting
 			}
 			l, err := m.attemptAs(ctx, mode, tryFn, retryID)
@@ -383,6 +387,17 @@ func (m *mutex) attemptAs(ctx context.Context, mode driver.Mode, acquireFn func(
 		return nil, err
 	}
 	return m.granted(ctx, dl, started, mode)
+}
+
+// firstTry is how a head that has not subscribed yet makes its first try:
+// without a Notifier as every try of a waiting Lock (tryWaiting), with one
+// as a plain try, which must not queue before the subscription exists
+// (driver.Request.Wait).
+func (m *mutex) firstTry() func(context.Context, driver.Request) (driver.Lease, error) {
+	if m.c.caps.Notifier == nil {
+		return m.tryWaiting
+	}
+	return m.c.drv.Acquire
 }
 
 // tryWaiting is one try for a Lock that waits: the driver may queue the

@@ -296,11 +296,25 @@ type Request struct {
 	Block bool
 
 	// Wait is set when the request comes from a Lock that will wait and try
-	// again, not from a TryLock. A driver whose backend keeps a queue of
-	// waiters (for fairness across clients) may queue it when refused, and
-	// must not queue requests without it. With a Notifier, the core sets it
-	// only while it holds a subscription for the key, so the subscription's
-	// Close tells the driver when the last waiter gave up.
+	// again when refused; never from a TryLock, nor from a semaphore's tries
+	// of its permits (they are TryLocks: a semaphore's waiter takes
+	// whichever permit is free, so a place in one permit's line would only
+	// cost requests; its gate is a Lock like any other). A driver whose
+	// backend keeps a queue of waiters (for fairness across clients) may
+	// queue a request with Wait when it is refused, and must not queue one
+	// without it, nor make one with it cost more when the lock is free.
+	//
+	// With a Notifier, the core sets Wait only while it holds a subscription
+	// for the key, so the subscription's Close tells the driver when the
+	// last waiter gave up. Without a Notifier, it sets Wait on every try of
+	// a waiting Lock, its first included, and nothing tells the driver that
+	// the waiter gave up (its ctx ended, its Client closed, its process
+	// died): whatever the driver keeps because of Wait (a ticket, a place
+	// in a line) must lapse by itself, and may keep a free lock idle (by
+	// making the waiters behind it defer) for a bounded time at most,
+	// which the driver documents. LockedError.Queued is for drivers with a
+	// Notifier; without one the core polls as for any refusal, no later
+	// than about a millisecond after RetryAfter.
 	Wait bool
 
 	// Owner, when not empty, asks for a reentrant hold: a request whose Owner

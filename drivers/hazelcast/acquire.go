@@ -71,6 +71,9 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, wait bool) (dr
 			if slice, err = d.slice(ctx, leaseDur); err != nil {
 				return nil, err
 			}
+			// A request that waits is left unacknowledged by the
+			// member: see nagle.go.
+			d.nagle.beforeWait()
 		}
 		sent := d.now()
 		// The first attempt reads the fencing counter beside the request

@@ -22,6 +22,7 @@ import (
 type Driver struct {
 	client    *hazelcast.Client // nil only in the package's unit tests
 	owned     bool              // made from a URL: Close shuts the client down
+	nagle     *nagle            // of an owned client: see nagle.go; nil otherwise
 	listener  types.UUID        // the lifecycle listener New added to a caller's client
 	api       api
 	session   *session

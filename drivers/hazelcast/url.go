@@ -75,6 +75,8 @@ func startWith(ctx context.Context, u *url.URL, cfg hazelcast.Config, o options,
 	// Listen before the client starts, so that no lifecycle event is missed.
 	s := newSession()
 	cfg.AddLifecycleListener(s.onLifecycle)
+	ng := newNagle(cfg.Cluster.Network.Addresses)
+	cfg.AddMembershipListener(ng.onMember)
 	if configure != nil {
 		configure(&cfg)
 	}
@@ -96,6 +98,8 @@ func startWith(ctx context.Context, u *url.URL, cfg hazelcast.Config, o options,
 		return nil, err
 	}
 	d.owned = true
+	d.nagle = ng
+	ng.now()
 	return d, nil
 }
 

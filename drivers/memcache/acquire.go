@@ -15,11 +15,13 @@ import (
 // item, and then draws a fencing token. When another owner holds the lock it returns a
 // *driver.LockedError with the holder's expected remaining time, when known.
 //
-// A refused attempt takes the Driver a ticket in the lock's line of waiters
-// (queue.go); the attempts made with it report a RetryAfter that paces the
-// core's polling by the ticket's place in line, and those far back report
-// the lock held without trying the add while the line moves (see "Waiting in
-// line" in the package documentation).
+// A refused attempt of a waiting Lock (req.Wait) takes the Driver a ticket in
+// the lock's line of waiters (queue.go); the attempts made with it report a
+// RetryAfter that paces the core's polling by the ticket's place in line, and
+// those far back report the lock held without trying the add while the line
+// moves (see "Waiting in line" in the package documentation). An attempt
+// without req.Wait (a TryLock, a semaphore's permit) neither takes nor uses
+// a ticket: it tries the add, as without a line.
 //
 // A request with a Value writes it into the lock item with the add, and
 // once the token is drawn rewrites the item with the token beside it (gets
@@ -54,7 +56,8 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	n := namesOf(d.prefix, req.Key)
 	secs := expirySeconds(req.TTL)
 
-	lined := inLine(req.Key)
+	// Only a waiting Lock waits in line (driver.Request.Wait).
+	lined := req.Wait
 	t := turn{tryAdd: true}
 	if lined {
 		t = d.checkIn(n)

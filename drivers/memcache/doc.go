@@ -159,12 +159,13 @@
 // process that just released, whose next add comes before anyone else's
 // poll, so that some processes wait for ever. The driver therefore keeps a
 // line of waiters per lock in two counters: "next", from which a Driver
-// whose Acquire was refused draws a ticket ("incr"; one per Driver and lock,
-// kept while it goes on trying), and "served", which a Driver granted the
-// lock with a ticket raises to its ticket (after Acquire returns, by "gets"
-// and "cas", so that it never goes down). The core sends no
-// driver.Request.Wait to a driver without a Notifier, so a TryLock takes a
-// ticket as a Lock does; it is forgotten when unused (see below).
+// whose Acquire of a waiting Lock (driver.Request.Wait) was refused draws a
+// ticket ("incr"; one per Driver and lock, kept while it goes on trying),
+// and "served", which a Driver granted the lock with a ticket raises to its
+// ticket (after Acquire returns, by "gets" and "cas", so that it never goes
+// down). The core sets Wait on every try of a waiting Lock, and never on a
+// TryLock's: a TryLock neither takes a ticket nor defers to the line, and
+// tries the add as it would without one.
 //
 // An Acquire with a ticket reads both counters (one request per server)
 // and, when refused, reports a RetryAfter by its distance from served: 1 µs
@@ -181,17 +182,20 @@
 // attempt of a Driver that saw no line (the uncontended path: add, incr) is
 // unchanged; the line costs one request per refused attempt, one for the
 // ticket, and two per grant with a ticket. The locks of a semaphore's
-// permits (keys the core names KEY/permit/N) have no line: a semaphore's
-// waiter tries every permit and takes any, so tickets per permit would only
-// cost requests (a TryAcquire of a full semaphore of 4 still costs 8
-// requests, then 4 once the holders' expiries are known).
+// permits have no line: the core tries them by TryLock (a semaphore's
+// waiter takes whichever permit is free, so tickets per permit would only
+// cost requests; a TryAcquire of a full semaphore of 4 costs 8 requests,
+// then 4 once the holders' expiries are known), while its gate, which its
+// waiters Lock, has one.
 //
 // Tickets are a hint for scheduling, never exclusion: a lock is granted by
 // the add of its item alone, exactly as without the line, so no ticket,
 // counter or clock, however wrong, lost or stale, can grant a lock twice;
 // at worst it makes a waiter poll too often, too rarely, or out of turn.
 //
-// A ticket whose Driver left (closed, crashed, or stopped trying) is
+// Nothing tells the Driver that a waiter gave up (a driver without a
+// Notifier has no subscription to close), so a ticket lapses by itself. A
+// ticket whose Driver left (closed, crashed, or stopped trying) is
 // skipped: the other tickets in the window poll as fast, and a ticket
 // beyond the window that finds served unchanged for 100 ms, or over 8 of
 // its polls in a row, tries the add at each poll as well. Tickets that left

@@ -125,34 +125,46 @@ func TestReleaseFreesAtOnce(t *testing.T) {
 	}
 }
 
-// A failed attempt costs one request once the holder's expiry is known and
-// the waiter's place in line is near; the first one reads the item to learn
-// the expiry and takes a ticket (two requests, incr and the add that starts
-// the counter, since nobody waited before), the second reads the counters
-// (queue.go).
+// A failed attempt costs one request once the holder's expiry is known and,
+// for a waiting Lock's attempt (driver.Request.Wait), the waiter's place in
+// line is near. A waiting attempt's first one reads the item to learn the
+// expiry and takes a ticket (two requests, incr and the add that starts the
+// counter, since nobody waited before), the second reads the counters
+// (queue.go). An attempt without Wait (a TryLock) takes no ticket: the
+// first reads the item, the others cost their add alone.
 func TestFailedAttemptCost(t *testing.T) {
-	var w wire
 	holder := newTestDriver(t, newMC(t))
-	waiter := newTestDriver(t, w.client(t, server.URL))
 	key := testkit.Key(t)
 	l := mustAcquire(t, holder, reqFor(key))
 	defer l.Release(ctxFor(t))
 
-	var firstHint time.Duration
-	for i, want := range []int64{4, 2, 1, 1} {
-		before := w.requests.Load()
-		_, err := waiter.Acquire(ctxFor(t), reqFor(key))
-		le, ok := errors.AsType[*driver.LockedError](err)
-		if !ok || le.RetryAfter <= 0 {
-			t.Fatalf("attempt %d: got %v, want a LockedError with RetryAfter", i, err)
-		}
-		if i == 0 {
-			firstHint = le.RetryAfter
-		} else if le.RetryAfter > firstHint {
-			t.Fatalf("attempt %d: RetryAfter %v grew from %v", i, le.RetryAfter, firstHint)
-		}
-		if got := w.requests.Load() - before; got != want {
-			t.Fatalf("attempt %d cost %d requests, want %d", i, got, want)
+	for _, c := range []struct {
+		wait bool
+		want []int64
+	}{
+		{false, []int64{2, 1, 1, 1}},
+		{true, []int64{4, 2, 1, 1}},
+	} {
+		var w wire
+		waiter := newTestDriver(t, w.client(t, server.URL))
+		var firstHint time.Duration
+		for i, want := range c.want {
+			req := reqFor(key)
+			req.Wait = c.wait
+			before := w.requests.Load()
+			_, err := waiter.Acquire(ctxFor(t), req)
+			le, ok := errors.AsType[*driver.LockedError](err)
+			if !ok || le.RetryAfter <= 0 {
+				t.Fatalf("wait %v, attempt %d: got %v, want a LockedError with RetryAfter", c.wait, i, err)
+			}
+			if i == 0 {
+				firstHint = le.RetryAfter
+			} else if le.RetryAfter > firstHint {
+				t.Fatalf("wait %v, attempt %d: RetryAfter %v grew from %v", c.wait, i, le.RetryAfter, firstHint)
+			}
+			if got := w.requests.Load() - before; got != want {
+				t.Fatalf("wait %v, attempt %d cost %d requests, want %d", c.wait, i, got, want)
+			}
 		}
 	}
 }

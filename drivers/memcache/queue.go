@@ -3,7 +3,6 @@ package memcache
 import (
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -46,9 +45,10 @@ const (
 	stallPolls = 8
 
 	// ticketIdle is how long a Driver keeps a ticket it does not use: a
-	// ticket unused for that long (its waiter gave up, or it came from a
-	// TryLock) is forgotten, and the next refused attempt takes a new one
-	// at the back of the line.
+	// ticket unused for that long (its waiter gave up: nothing tells the
+	// Driver so, see driver.Request.Wait) is forgotten, and the next
+	// refused attempt of a waiting Lock takes a new one at the back of the
+	// line.
 	ticketIdle = time.Second
 
 	// courtesy is how long after a grant taken with a ticket, while others
@@ -69,32 +69,6 @@ const (
 	// hints.
 	maxPlaces = 4096
 )
-
-// permitInfix is how the core names the lock of a semaphore's permit:
-// KEY + "/permit/" + N (dlock's permitKey).
-const permitInfix = "/permit/"
-
-// inLine reports whether Acquires of key wait in a line. A semaphore's
-// permits do not: its waiter tries every permit in turn and takes any, so a
-// ticket per permit would only cost requests, and a waiter deferring to the
-// tickets of a permit would pass over a free one. A lock whose key merely
-// looks like a permit's waits as it did before the line.
-func inLine(key string) bool {
-	i := strings.LastIndex(key, permitInfix)
-	if i < 0 {
-		return true
-	}
-	n := key[i+len(permitInfix):]
-	if n == "" {
-		return true
-	}
-	for _, c := range []byte(n) {
-		if c < '0' || c > '9' {
-			return true
-		}
-	}
-	return false
-}
 
 // place is what a Driver knows of its turn at one lock.
 type place struct {
@@ -238,8 +212,8 @@ func (d *Driver) checkIn(n names) turn {
 	return t
 }
 
-// refused records a refused attempt without a ticket: the Driver takes one,
-// so that its following attempts wait in line.
+// refused records a refused attempt of a waiting Lock without a ticket: the
+// Driver takes one, so that its following attempts wait in line.
 func (d *Driver) refused(n names) {
 	now := time.Now()
 	d.places.mu.Lock()

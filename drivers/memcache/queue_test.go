@@ -96,7 +96,7 @@ func TestLineServesDriversFairly(t *testing.T) {
 func TestLineSkipsVanishedTickets(t *testing.T) {
 	ctx := ctxFor(t)
 	key := testkit.Key(t)
-	req := func() driver.Request { return testkit.Request(key, 15*time.Second) }
+	req := func() driver.Request { return waiting(testkit.Request(key, 15*time.Second)) }
 	refused := func(d *Driver) {
 		t.Helper()
 		_, err := d.Acquire(ctx, req())
@@ -159,7 +159,7 @@ func TestLineSkipsVanishedTickets(t *testing.T) {
 func TestLineLostCountersDegrade(t *testing.T) {
 	ctx := ctxFor(t)
 	key := testkit.Key(t)
-	req := func() driver.Request { return testkit.Request(key, 15*time.Second) }
+	req := func() driver.Request { return waiting(testkit.Request(key, 15*time.Second)) }
 	mc := newMC(t)
 	holder, waiter := newTestDriver(t, newMC(t)), newTestDriver(t, mc)
 	l := mustAcquire(t, holder, req())
@@ -202,9 +202,10 @@ func TestTurnRetryAfter(t *testing.T) {
 }
 
 // TestLineLeavesSemaphoresAlone fills a semaphore of 4 and has another
-// Client try it: its refused tries take no tickets (a semaphore's waiter
-// tries every permit, and a line per permit would only cost requests), so
-// a TryAcquire of the full semaphore costs what it did without the line.
+// Client try it: its refused tries take no tickets (the core tries permits
+// without driver.Request.Wait: a semaphore's waiter tries every permit, and a
+// line per permit would only cost requests), so a TryAcquire of the full
+// semaphore costs what it did without the line.
 func TestLineLeavesSemaphoresAlone(t *testing.T) {
 	ctx := ctxFor(t)
 	key := testkit.Key(t)
@@ -245,16 +246,125 @@ func TestLineLeavesSemaphoresAlone(t *testing.T) {
 	}
 }
 
-// TestInLine checks which keys wait in line: all but a semaphore's permits.
-func TestInLine(t *testing.T) {
-	for key, want := range map[string]bool{
-		"a": true, "a/permit/0": false, "jobs/permit/12": false,
-		"a/permit/": true, "a/permit/x": true, "a/permit/1/b": true, "/permit/3": false,
-	} {
-		if got := inLine(key); got != want {
-			t.Errorf("inLine(%q) = %v, want %v", key, got, want)
+// waiting returns req as the core sends it for a Lock that waits
+// (driver.Request.Wait): only such requests take tickets.
+func waiting(req driver.Request) driver.Request {
+	req.Wait = true
+	return req
+}
+
+// TestTryLockTakesNoTicket tries a held lock without driver.Request.Wait, as
+// a TryLock does, through the core and directly: the line's ticket counter
+// stays as it was (missing, then at the one ticket a waiting request took),
+// and the Driver keeps no ticket. A TryLock that took one would hold up
+// the line's waiters behind it until it lapsed.
+func TestTryLockTakesNoTicket(t *testing.T) {
+	ctx := ctxFor(t)
+	key := testkit.Key(t)
+	mc := newMC(t)
+	holder := newTestDriver(t, newMC(t))
+	l := mustAcquire(t, holder, testkit.Request(key, 15*time.Second))
+	defer func() { _ = l.Release(ctx) }()
+	n := namesOf(DefaultKeyPrefix, key)
+	next := func() string {
+		t.Helper()
+		it, err := mc.Get(n.next)
+		if errors.Is(err, gomemcache.ErrCacheMiss) {
+			return "missing"
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(it.Value)
+	}
+
+	d := newTestDriver(t, newMC(t))
+	m := testkit.Mutex(t, testkit.Client(t, d, dlock.WithTTL(15*time.Second)), key)
+	for range 3 {
+		if _, err := m.TryLock(ctx); !errors.Is(err, dlock.ErrLocked) {
+			t.Fatalf("TryLock of a held lock: %v, want ErrLocked", err)
+		}
+		if _, err := d.Acquire(ctx, testkit.Request(key, 15*time.Second)); !errors.Is(err, driver.ErrLocked) {
+			t.Fatalf("Acquire without Wait of a held lock: %v, want ErrLocked", err)
 		}
 	}
+	if got := next(); got != "missing" {
+		t.Fatalf("after TryLocks, the ticket counter is %s, want missing", got)
+	}
+
+	// A waiting request takes ticket 1; TryLocks after it leave it there,
+	// and do not use the Driver's ticket either.
+	other := newTestDriver(t, newMC(t))
+	if _, err := other.Acquire(ctx, waiting(testkit.Request(key, 15*time.Second))); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("waiting Acquire of a held lock: %v, want ErrLocked", err)
+	}
+	if got := next(); got != "1" {
+		t.Fatalf("after a waiting Acquire, the ticket counter is %s, want 1", got)
+	}
+	for range 3 {
+		if _, err := m.TryLock(ctx); !errors.Is(err, dlock.ErrLocked) {
+			t.Fatalf("TryLock of a held lock: %v, want ErrLocked", err)
+		}
+		if _, err := other.Acquire(ctx, testkit.Request(key, 15*time.Second)); !errors.Is(err, driver.ErrLocked) {
+			t.Fatalf("Acquire without Wait of a held lock: %v, want ErrLocked", err)
+		}
+	}
+	if got := next(); got != "1" {
+		t.Fatalf("after TryLocks, the ticket counter is %s, want 1", got)
+	}
+	d.places.mu.Lock()
+	places := len(d.places.m)
+	d.places.mu.Unlock()
+	if places != 0 {
+		t.Errorf("the TryLocks' Driver has %d places, want none", places)
+	}
+}
+
+// TestLockTakesTicket checks the other side: a Lock through the core that
+// is refused takes a ticket (the core sets driver.Request.Wait on its tries,
+// the first included), and gets the lock once it is released.
+func TestLockTakesTicket(t *testing.T) {
+	ctx := ctxFor(t)
+	key := testkit.Key(t)
+	mc := newMC(t)
+	holder := newTestDriver(t, newMC(t))
+	l := mustAcquire(t, holder, testkit.Request(key, 15*time.Second))
+	m := testkit.Mutex(t, testkit.Client(t, newTestDriver(t, newMC(t)), dlock.WithTTL(15*time.Second)), key)
+	type result struct {
+		l   dlock.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := m.Lock(ctx)
+		got <- result{l, err}
+	}()
+	n := namesOf(DefaultKeyPrefix, key)
+	for {
+		if it, err := mc.Get(n.next); err == nil {
+			if string(it.Value) != "1" {
+				t.Fatalf("the ticket counter is %s after one waiting Lock, want 1", it.Value)
+			}
+			break
+		} else if !errors.Is(err, gomemcache.ErrCacheMiss) {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-got:
+			t.Fatalf("Lock of a held lock returned %v, %v", r.l, r.err)
+		case <-ctx.Done():
+			t.Fatal("the waiting Lock took no ticket")
+		case <-time.After(5 * time.Millisecond): // polling the server, not synchronising
+		}
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("Lock after the release: %v", r.err)
+	}
+	_ = r.l.Unlock(ctx)
 }
 
 // TestLineUncontendedLeavesNoPlace checks that a lock nobody waited for

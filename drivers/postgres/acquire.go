@@ -216,7 +216,7 @@ func (d *Driver) run(ctx context.Context, s *session, req driver.Request, k lock
 		return result{}, cancelled, err
 	}
 	if req.Value == "" || req.Mode == driver.Shared {
-		res, err := decodeAcquire(row)
+		res, err := decodeFlatAcquire(row)
 		s.idleAfter(res, err, want)
 		return res, cancelled, err
 	}
@@ -401,4 +401,79 @@ func decodeAcquire(row [][]byte) (result, error) {
 		res.waited = time.Duration(granted-arrived) * time.Microsecond
 	}
 	return res, nil
+}
+
+// decodeFlatAcquire reads the row of a flat acquire statement (see
+// flatAcquireSQL).
+func decodeFlatAcquire(row [][]byte) (result, error) {
+	if len(row) != 2 {
+		return result{}, fmt.Errorf("postgres: acquire statement returned %d columns, want 2", len(row))
+	}
+	var res result
+	if pid, ok := decodeInt4(row[1]); ok {
+		res.pid = uint32(pid)
+	}
+	o, err := decodeInt8Array(row[0])
+	if err != nil || len(o) == 0 {
+		return result{}, fmt.Errorf("postgres: acquire statement returned an outcome of %d bytes: %v", len(row[0]), err)
+	}
+	switch {
+	case o[0] == -1:
+	case o[0] == 0:
+		res.ok = true
+	case o[0] == -2:
+		res.ok, res.got = true, true
+	case o[0] > 0 && len(o) == 3:
+		res.ok, res.got, res.held = true, true, true
+		res.token = uint64(o[0])
+		if o[1] > 0 {
+			res.waited = time.Duration(o[1]) * time.Microsecond
+		}
+	default:
+		return result{}, fmt.Errorf("postgres: acquire statement returned no valid token (%v)", o)
+	}
+	return res, nil
+}
+
+// decodeInt8Array reads a one-dimensional int8[] in binary format (the
+// number of dimensions, a has-nulls flag, the element type, then per
+// dimension its length and lower bound, then each element as its length
+// and its bytes). NULL elements read as 0.
+func decodeInt8Array(b []byte) ([]int64, error) {
+	be := binary.BigEndian
+	if len(b) < 12 {
+		return nil, errors.New("short array header")
+	}
+	ndim, elem := be.Uint32(b[0:4]), be.Uint32(b[8:12])
+	if elem != oidInt8 {
+		return nil, fmt.Errorf("array of type %d, want int8", elem)
+	}
+	if ndim == 0 {
+		return nil, nil
+	}
+	if ndim != 1 || len(b) < 20 {
+		return nil, fmt.Errorf("array of %d dimensions, want 1", ndim)
+	}
+	n := int(be.Uint32(b[12:16]))
+	b = b[20:]
+	if n < 0 || n > len(b)/4 {
+		return nil, fmt.Errorf("array of %d elements in %d bytes", n, len(b))
+	}
+	out := make([]int64, n)
+	for i := range out {
+		if len(b) < 4 {
+			return nil, errors.New("short array")
+		}
+		size := int32(be.Uint32(b[0:4]))
+		b = b[4:]
+		if size == -1 {
+			continue
+		}
+		if size != 8 || len(b) < 8 {
+			return nil, fmt.Errorf("array element of %d bytes, want 8", size)
+		}
+		out[i] = int64(be.Uint64(b[0:8]))
+		b = b[8:]
+	}
+	return out, nil
 }

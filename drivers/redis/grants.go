@@ -71,7 +71,13 @@ type grantMsg struct {
 
 // lockGrants is the state of one lock, by its name (names.lock).
 type lockGrants struct {
-	next     uint64
+	next uint64
+	// attempts holds the attempts something may still come of: an
+	// attempt that becomes claimed or superseded is forgotten at once
+	// (retire), since a message for it is then ignored whether it is
+	// known or not; so under contention, where every critical section
+	// adds an attempt, begin's scan stays short instead of covering every
+	// attempt of the last keepAttempts.
 	attempts map[uint64]*attempt
 	box      *grantMsg // unclaimed, for an attempt still pending
 	touched  time.Time
@@ -127,6 +133,15 @@ func (g *grants) lock(name string, now time.Time) *lockGrants {
 	return lg
 }
 
+// retire forgets attempt seq, which has just become claimed or
+// superseded: nothing more comes of it. deliver ignores a message for an
+// attempt in either state as it ignores one for an unknown attempt (a
+// duplicate, a take-over's ID), claim takes only pending attempts, and
+// finish looks up only its own attempt, which nothing else retires
+// before its reply: the others retire attempts already refused (pending,
+// or abandoned after a refusal). Callers hold g.mu.
+func (lg *lockGrants) retire(seq uint64) { delete(lg.attempts, seq) }
+
 // sweep forgets attempts older than keepAttempts, and locks left with
 // none, at most once a second. Callers hold g.mu.
 func (g *grants) sweep(now time.Time) {
@@ -143,7 +158,10 @@ func (g *grants) sweep(now time.Time) {
 		if lg.box != nil && lg.attempts[lg.box.seq] == nil {
 			lg.box = nil
 		}
-		if len(lg.attempts) == 0 && lg.box == nil {
+		// Idle for as long as an attempt is kept, as before retire: a
+		// lock's attempt numbers never restart while a message for an
+		// earlier one may come.
+		if len(lg.attempts) == 0 && lg.box == nil && now.Sub(lg.touched) > keepAttempts {
 			delete(g.locks, name)
 		}
 	}
@@ -175,6 +193,7 @@ func (g *grants) claim(n names, ttl time.Duration, start time.Time) (grantMsg, t
 		return grantMsg{}, 0, false // left for take-over by the next attempt
 	}
 	a.state = claimed
+	lg.retire(m.seq)
 	lg.box = nil
 	return m, validity, true
 }
@@ -186,7 +205,7 @@ func (g *grants) claim(n names, ttl time.Duration, start time.Time) (grantMsg, t
 func (g *grants) begin(n names, id string, ttl time.Duration) (seq uint64, takeover string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := time.Now()
+	now := time.Now() // before the send, as sent must be
 	g.sweep(now)
 	lg := g.lock(n.lock, now)
 	var last uint64
@@ -198,13 +217,14 @@ func (g *grants) begin(n names, id string, ttl time.Duration) (seq uint64, takeo
 	if last != 0 {
 		a := lg.attempts[last]
 		a.state = superseded
+		lg.retire(last)
 		takeover = a.id
 		if lg.box != nil && lg.box.seq == last {
 			lg.box = nil
 		}
 	}
 	lg.next++
-	lg.attempts[lg.next] = &attempt{id: id, ttl: ttl, sent: time.Now(), state: inflight}
+	lg.attempts[lg.next] = &attempt{id: id, ttl: ttl, sent: now, state: inflight}
 	return lg.next, takeover
 }
 
@@ -227,6 +247,7 @@ func (g *grants) finish(n names, seq uint64, queued, granted bool) {
 	switch {
 	case granted:
 		a.state = claimed // a message for the same hold is a duplicate
+		lg.retire(seq)
 		if boxed {
 			lg.box = nil
 		}
@@ -236,6 +257,7 @@ func (g *grants) finish(n names, seq uint64, queued, granted bool) {
 		a.state = abandoned
 		if boxed {
 			a.state = superseded
+			lg.retire(seq)
 			lg.box = nil
 			g.giveBack(n.lock, a.id)
 		}
@@ -277,11 +299,13 @@ func (g *grants) deliver(name string, m grantMsg) {
 			// for the next); keep the newest, let the other lapse.
 			if old := lg.attempts[lg.box.seq]; old != nil && old.state == pending {
 				old.state = superseded
+				lg.retire(lg.box.seq)
 			}
 		}
 		lg.box = &m
 	case abandoned:
 		a.state = superseded // released once is enough
+		lg.retire(m.seq)
 		g.giveBack(name, m.id)
 	}
 }
@@ -300,6 +324,7 @@ func (g *grants) abandon(n names) {
 			if a := lg.attempts[lg.box.seq]; a != nil && a.state == pending {
 				give = lg.box.id
 				a.state = superseded
+				lg.retire(lg.box.seq)
 				lg.box = nil
 			}
 		}

@@ -525,3 +525,42 @@ func TestParseGrant(t *testing.T) {
 		}
 	}
 }
+
+// Under contention every critical section adds an attempt: the claimed and
+// superseded ones are forgotten at once, so the mailbox's state stays
+// small (begin scans it), and a duplicate or late message for a forgotten
+// attempt is still never claimed.
+func TestGrantAttemptsRetired(t *testing.T) {
+	d := newDriver(offlineRDB(), false, defaultOptions())
+	defer d.Close()
+	n := namesOf(DefaultKeyPrefix, "k")
+	d.notify.chans[n.channel()] = &channel{subs: map[*subscription]struct{}{{}: {}}}
+	const ttl = 5 * time.Second
+	for i := range 1000 {
+		id := "a" + strconv.Itoa(i)
+		seq, _ := d.grants.begin(n, id, ttl)
+		switch i % 3 {
+		case 0: // refused, then granted by release and claimed
+			d.grants.finish(n, seq, true, false)
+			m := grantMsg{id: id, token: 7, hold: 2 * time.Second, seq: seq}
+			d.grants.deliver(n.lock, m)
+			if _, _, ok := d.grants.claim(n, ttl, time.Now()); !ok {
+				t.Fatalf("attempt %d: grant not claimed", i)
+			}
+			d.grants.deliver(n.lock, m) // a duplicate, for a forgotten attempt
+			if _, _, ok := d.grants.claim(n, ttl, time.Now()); ok {
+				t.Fatalf("attempt %d: duplicate claimed", i)
+			}
+		case 1: // granted by its own reply
+			d.grants.finish(n, seq, false, true)
+		case 2: // refused and queued: the next attempt supersedes it
+			d.grants.finish(n, seq, true, false)
+		}
+	}
+	d.grants.mu.Lock()
+	left := len(d.grants.locks[n.lock].attempts)
+	d.grants.mu.Unlock()
+	if left > 1 {
+		t.Errorf("%d attempts remembered after 1000, want at most the one pending", left)
+	}
+}

@@ -137,13 +137,20 @@ func entryName(id, anchorID string) string {
 // when they end in a sequence number (someone holds or queues for the lock
 // by hand) and are ignored otherwise.
 func parseNode(name string) (node, bool) {
-	parts := strings.Split(name, "-")
-	if len(parts) == 3 && parts[0] == string(kindEntry) && parts[1] != "" && parts[2] != "" {
-		return node{name: name, kind: kindEntry, id: parts[1], tag: parts[2]}, true
-	}
-	if len(parts) == 4 && (parts[0] == string(kindWriter) || parts[0] == string(kindReader)) && parts[1] != "" {
-		if seq, ok := parseSeq(parts[3]); ok {
-			return node{name: name, kind: parts[0][0], id: parts[1], tag: parts[2], seq: seq}, true
+	// The name's fields are split with strings.Cut rather than
+	// strings.Split: a waiter parses every child of the lock at each
+	// wake-up, and a slice per name was most of a listing's cost.
+	if f0, rest, ok := strings.Cut(name, "-"); ok {
+		if f1, rest, ok := strings.Cut(rest, "-"); ok {
+			f2, f3, four := strings.Cut(rest, "-")
+			switch {
+			case !four && f0 == string(kindEntry) && f1 != "" && f2 != "":
+				return node{name: name, kind: kindEntry, id: f1, tag: f2}, true
+			case four && (f0 == string(kindWriter) || f0 == string(kindReader)) && f1 != "" && !strings.Contains(f3, "-"):
+				if seq, ok := parseSeq(f3); ok {
+					return node{name: name, kind: f0[0], id: f1, tag: f2, seq: seq}, true
+				}
+			}
 		}
 	}
 	if i := strings.LastIndexFunc(name, func(r rune) bool { return r < '0' || r > '9' }); len(name)-i-1 == 10 {
@@ -166,16 +173,21 @@ func parseSeq(s string) (int64, bool) {
 // sequence numbers, and the entry nodes.
 type listing struct {
 	queue   []node
-	entries map[string]bool // names of entry nodes
+	entries map[string]bool // names of entry nodes; nil when there are none
 }
 
 func parseListing(children []string) listing {
-	l := listing{entries: map[string]bool{}}
+	// One allocation for the queue; the map only when a reentrant hold has
+	// entries (rare), as this runs at every wake-up of every waiter.
+	l := listing{queue: make([]node, 0, len(children))}
 	for _, name := range children {
 		n, ok := parseNode(name)
 		switch {
 		case !ok:
 		case n.kind == kindEntry:
+			if l.entries == nil {
+				l.entries = map[string]bool{}
+			}
 			l.entries[n.name] = true
 		default:
 			l.queue = append(l.queue, n)
