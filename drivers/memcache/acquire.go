@@ -28,8 +28,9 @@ import (
 // and cas, owner-checked like Extend) before it returns: so the holder, its
 // value and its token are in the item together as soon as the grant is
 // settled, for Inspect to read in one request. That costs two more round
-// trips; a lock without a value records its token at its first renewal
-// instead, which rewrites the item anyway.
+// trips (one when the server selector is known: see metacas.go); a lock
+// without a value records its token at its first renewal instead, which
+// rewrites the item anyway.
 //
 // gomemcache takes no context: each request is bounded by the client's
 // Timeout, and ctx is checked between requests. When ctx ends while the lock
@@ -66,7 +67,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		// trying the add (see "Waiting in line").
 		return nil, &driver.LockedError{RetryAfter: t.retryAfter()}
 	}
-	g, err := d.grab(n, holding{id: req.ID, value: req.Value}, secs)
+	g, err := d.grab(ctx, n, holding{id: req.ID, value: req.Value}, secs)
 	switch {
 	case err != nil:
 		if g.maybeHeld {
@@ -93,7 +94,10 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		d.giveBack(n, req.ID)
 		return nil, err
 	}
-	token, err := d.nextToken(n.fence)
+	token := g.token
+	if token == 0 {
+		token, err = d.drawToken(ctx, n.fence)
+	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		err = ctxErr
 	}
@@ -101,7 +105,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		d.giveBack(n, req.ID)
 		return nil, err
 	}
-	l := &lease{d: d, names: n, id: req.ID, value: req.Value}
+	l := &lease{d: d, names: n, id: req.ID, value: req.Value, last: g.wrote}
 	l.Start(token, validityOf(secs))
 	if req.Value != "" {
 		if err := d.settle(ctx, l, secs); err != nil {
@@ -119,7 +123,7 @@ var errLostUnsettled = errors.New("memcached: the lock item was lost before its 
 // settle rewrites the lock item of the new lease l with its token and value,
 // before Acquire returns it. When that fails the grant is given back.
 func (d *Driver) settle(ctx context.Context, l *lease, secs int32) error {
-	err := d.extend(l.names, l.held(), secs)
+	err := l.extend(secs)
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		err = ctxErr
 	}
@@ -140,25 +144,45 @@ type grabbed struct {
 	held       bool          // the lock item is req.ID's
 	retryAfter time.Duration // when not held: the holder's expected remaining time, or 0
 	maybeHeld  bool          // when grab failed: the item may be req.ID's all the same
+	wrote      written       // when held by a meta add: its connection and CAS unique (metacas.go)
+	token      uint64        // when held: the token drawn with the add, or 0 if none was
 }
 
 // grab adds the lock item for h (its ID, and its value if any), expiring in
 // secs. When the item exists, it finds out how long its holder expects to
 // keep it, from the hint cache or by reading the item; when the item
-// vanished meanwhile, it adds once more.
-func (d *Driver) grab(n names, h holding, secs int32) (grabbed, error) {
+// vanished meanwhile, it adds once more. With the server selector known,
+// the add is a meta set in add mode, which also draws the fencing token in
+// the same round trip unless a hint says the lock is held (see metacas.go).
+func (d *Driver) grab(ctx context.Context, n names, h holding, secs int32) (grabbed, error) {
 	id := h.id
 	ttl := time.Duration(secs) * time.Second
 	for try := 0; ; try++ {
 		h.expires = time.Now().Add(ttl)
-		item := &gomemcache.Item{Key: n.lock, Value: encodeValue(h), Expiration: secs}
-		again, err := d.call(func() error { return d.mc.Add(item) })
-		switch {
-		case err == nil:
-			d.hints.drop(n.lock)
-			return grabbed{held: true}, nil
-		case !errors.Is(err, gomemcache.ErrNotStored):
-			return grabbed{maybeHeld: again || mayHaveApplied(err)}, err
+		var again bool
+		var err error
+		if d.meta != nil {
+			_, hinted := d.hints.get(n.lock)
+			var a metaAdded
+			var maybeStored bool
+			a, again, maybeStored, err = d.addMeta(ctx, n, encodeValue(h), secs, !hinted)
+			switch {
+			case err != nil:
+				return grabbed{maybeHeld: maybeStored}, err
+			case a.stored:
+				d.hints.drop(n.lock)
+				return grabbed{held: true, wrote: a.w, token: a.token}, nil
+			}
+		} else {
+			item := &gomemcache.Item{Key: n.lock, Value: encodeValue(h), Expiration: secs}
+			again, err = d.call(func() error { return d.mc.Add(item) })
+			switch {
+			case err == nil:
+				d.hints.drop(n.lock)
+				return grabbed{held: true}, nil
+			case !errors.Is(err, gomemcache.ErrNotStored):
+				return grabbed{maybeHeld: again || mayHaveApplied(err)}, err
+			}
 		}
 		if !again {
 			if left, ok := d.hints.get(n.lock); ok {

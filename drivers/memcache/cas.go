@@ -17,7 +17,9 @@ import (
 // applies only if the item has not been replaced, re-stored or expired since
 // the read. Release writes it with a negative expiry, which memcached stores
 // as "already expired": a compare-and-delete in effect, after which add sees
-// no item. Both cost two round trips.
+// no item. Both cost two round trips. A Driver that knows its server
+// selector does either in one when it can prove the item is still the one
+// its lease last wrote (metacas.go), and falls back to these otherwise.
 
 // maxCASAttempts bounds the read-and-swap loop. A conflict means the item
 // changed between the read and the swap: by the lease's own concurrent
@@ -68,10 +70,15 @@ func (d *Driver) extend(n names, h holding, secs int32) error {
 
 // release makes the lock item expire at once, if it is id's.
 func (d *Driver) release(n names, id string) error {
-	// Set when a swap failed on a broken connection: the server may have
-	// applied it, so finding the item gone (or taken by another since)
-	// most likely means our release took effect.
-	maybeDone := false
+	return d.releaseByID(n, id, false)
+}
+
+// releaseByID is release; maybeDone says that an earlier attempt (a
+// compare-and-delete whose reply was lost) may have removed the item.
+func (d *Driver) releaseByID(n names, id string, maybeDone bool) error {
+	// maybeDone is also set when a swap failed on a broken connection: the
+	// server may have applied it, so finding the item gone (or taken by
+	// another since) most likely means our release took effect.
 	notHeld := func() error {
 		if maybeDone {
 			return nil

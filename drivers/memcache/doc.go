@@ -83,6 +83,31 @@
 // so do Extend and Release (gets, cas): twice the requests of a bare add
 // and delete, which check no owner and issue no token.
 //
+// A Driver that knows its client's server selector takes the same steps in
+// fewer round trips, with memcached's meta commands on connections of its
+// own: Acquire sends the add ("ms ... ME c", which returns the new item's
+// CAS unique) and the token's "ma" (which creates a missing counter from
+// the clock) in one round trip when both items live on the same server,
+// and Release ("md ... C<cas>") and Extend ("ms ... C<cas> c") take one,
+// so an uncontended lock and unlock costs two round trips, as add and
+// delete do (a Value's rewrite takes one more). The invariant: a
+// compare by CAS unique deletes or rewrites the lock item only if it is the
+// very item the lease's last write stored, because the compare is sent on
+// the connection that write's reply came back on, and a connection is
+// served by one server process, whose CAS uniques never repeat (they start
+// again from 1 after a restart, which closes the connection, and are all 0
+// under -C, which the driver never uses). Whenever that proof is missing,
+// the driver falls back to the read-and-compare by request ID above: the
+// connection is busy or closed, the CAS unique unknown (the add's reply was
+// lost: the retried add finds our own item by its ID, and an Acquire that
+// fails gives the grant back by its ID), or the compare fails (the item
+// was renewed by a batch, or expired and was taken by another holder, whose
+// item has a CAS unique of its own: a late "md" is refused). A holder
+// frozen past its TTL gains nothing either: its item has expired, so its
+// compare finds no item or another one. The token is drawn by a command
+// that follows the add on the same connection, so the server runs it after
+// the add, as fencing requires.
+//
 // memcached expires items in whole seconds, by a clock that a timer advances
 // about once a second. The driver sends the TTL rounded up to whole seconds
 // (N); the server then keeps the item for at most N seconds (plus the

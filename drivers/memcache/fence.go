@@ -1,6 +1,8 @@
 package memcache
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -81,4 +83,41 @@ func (d *Driver) nextToken(fence string) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%w: %q keeps disappearing", errBadCounter, fence)
+}
+
+// drawToken is nextToken, in one round trip when the server selector is
+// known: a meta arithmetic command (ma) that creates the counter from the
+// clock when it is missing, as nextToken does with its add (J is the value
+// ma stores and returns when it creates the counter).
+func (d *Driver) drawToken(ctx context.Context, fence string) (uint64, error) {
+	if d.meta == nil {
+		return d.nextToken(fence)
+	}
+	addr, err := d.meta.pick(fence)
+	if err != nil {
+		return 0, err
+	}
+	start := uint64(time.Now().UnixMicro())
+	cmd := fmt.Appendf(nil, "ma %s N0 J%d D%d v\r\n", fence, start+tokenBlock-1, tokenBlock)
+	var reply, value []byte
+	if _, _, _, err := d.roundOn(ctx, addr, nil, cmd, 1, func(_ int, fields [][]byte, data []byte) {
+		reply = bytes.Join(fields, []byte(" "))
+		value = data
+	}); err != nil {
+		return 0, err
+	}
+	return tokenOf(fence, reply, value)
+}
+
+// tokenOf reads the reply to "ma <fence> ... v": the block's first token.
+func tokenOf(fence string, reply, value []byte) (uint64, error) {
+	if !bytes.HasPrefix(reply, []byte("VA ")) {
+		// e.g. "CLIENT_ERROR cannot increment or decrement non-numeric value"
+		return 0, fmt.Errorf("%w: %q: %q", errBadCounter, fence, reply)
+	}
+	v, err := strconv.ParseUint(string(value), 10, 64)
+	if err != nil || v < tokenBlock || v > maxToken {
+		return 0, fmt.Errorf("%w: %q holds %q", errBadCounter, fence, value)
+	}
+	return v - tokenBlock + 1, nil
 }

@@ -3,6 +3,7 @@ package memcache
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
@@ -23,6 +24,24 @@ type lease struct {
 	names names
 	id    string
 	value string // the hold's Request.Value, written again by every renewal
+
+	mu   sync.Mutex
+	last written // the last write's connection and CAS unique (metacas.go), if known
+}
+
+// lastWrite returns where the lease's last write went, and its CAS unique.
+func (l *lease) lastWrite() written {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
+}
+
+// setLastWrite records where the lease's last write went (the zero value:
+// unknown).
+func (l *lease) setLastWrite(w written) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.last = w
 }
 
 // held is what the lease's renewals write into its lock item: its request
@@ -36,15 +55,16 @@ func (l *lease) held() holding {
 var _ driver.Lease = (*lease)(nil)
 
 // Extend pushes the lock item's expiry to ttl from now, if it still holds
-// this lease's ID, by a compare-and-swap on the value read; otherwise it
-// changes nothing and returns ErrNotHeld.
+// this lease's ID, by a compare-and-swap: on the CAS unique of the lease's
+// last write when it is known (metacas.go), else on the value read;
+// otherwise it changes nothing and returns ErrNotHeld.
 func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return fmt.Errorf("memcached: TTL %w", err)
 	}
 	secs := expirySeconds(ttl)
 	return l.d.async(ctx, func() error {
-		if err := l.d.extend(l.names, l.held(), secs); err != nil {
+		if err := l.extend(secs); err != nil {
 			return err
 		}
 		l.SetValidity(validityOf(secs))
@@ -52,9 +72,27 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	})
 }
 
-// Release removes the lock item, if it still holds this lease's ID, by a
-// compare-and-swap that makes it expire at once; otherwise it changes
-// nothing and returns ErrNotHeld.
+// extend rewrites the lock item with expiry secs if it is still the lease's:
+// in one round trip when the CAS unique of its last write is known and
+// still the item's, else by reading it (cas.go).
+func (l *lease) extend(secs int32) error {
+	if handled, err := l.extendMeta(context.Background(), secs); handled {
+		return err
+	}
+	return l.d.extend(l.names, l.held(), secs)
+}
+
+// Release removes the lock item, if it still holds this lease's ID: by a
+// compare-and-delete on the CAS unique of the lease's last write when it is
+// known (metacas.go), else by a compare-and-swap on the value read that
+// makes it expire at once; otherwise it changes nothing and returns
+// ErrNotHeld.
 func (l *lease) Release(ctx context.Context) error {
-	return l.d.async(ctx, func() error { return l.d.release(l.names, l.id) })
+	return l.d.async(ctx, func() error {
+		handled, maybeDone, err := l.releaseMeta(context.Background())
+		if handled {
+			return err
+		}
+		return l.d.releaseByID(l.names, l.id, maybeDone)
+	})
 }

@@ -54,7 +54,10 @@ func newMetaConns(sel gomemcache.ServerSelector, mc *gomemcache.Client) *metaCon
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
 	}
-	return &metaConns{sel: sel, dial: dial, timeout: timeout, maxIdle: 2, idle: make(map[string][]*metaConn)}
+	// A lease's Release and Extend take back the very connection its last
+	// write went on (see take), so keep as many idle as the client does.
+	idle := max(mc.MaxIdleConns, 2)
+	return &metaConns{sel: sel, dial: dial, timeout: timeout, maxIdle: idle, idle: make(map[string][]*metaConn)}
 }
 
 // pick returns the server that holds the item name.
@@ -84,6 +87,21 @@ func (p *metaConns) get(ctx context.Context, addr net.Addr) (*metaConn, error) {
 		return nil, err
 	}
 	return &metaConn{nc: nc, rw: bufio.NewReadWriter(bufio.NewReader(nc), bufio.NewWriter(nc))}, nil
+}
+
+// take removes c from the idle connections to addr and reports whether it
+// was there: false when c is in use, or was closed.
+func (p *metaConns) take(addr net.Addr, c *metaConn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cs := p.idle[addr.String()]
+	for i, x := range cs {
+		if x == c {
+			p.idle[addr.String()] = append(cs[:i], cs[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // put returns a healthy connection to the pool, or closes it.
