@@ -29,7 +29,14 @@ import (
 func BenchmarkUncontended(b *testing.B) {
 	var w wire
 	mc := w.client(b, server.URL)
-	c := testkit.Client(b, newTestDriver(b, mc), dlock.WithTTL(15*time.Second))
+	benchUncontended(b, &w, mc, newTestDriver(b, mc), "req")
+}
+
+// benchUncontended alternates a raw add + delete with a Lock and Unlock
+// through d (over mc, whose requests w counts), and reports both, with
+// what w counts per op under the name unit.
+func benchUncontended(b *testing.B, w *wire, mc *gomemcache.Client, d *Driver, unit string) {
+	c := testkit.Client(b, d, dlock.WithTTL(15*time.Second))
 	key := testkit.Key(b)
 	m := testkit.Mutex(b, c, key)
 	rawKey := namesOf("bench-raw:", key).lock
@@ -58,8 +65,8 @@ func BenchmarkUncontended(b *testing.B) {
 	b.ReportMetric(float64(raw.Microseconds())/n, "raw-µs/op")
 	b.ReportMetric(float64(lib.Microseconds())/n, "dlock-µs/op")
 	b.ReportMetric(float64(lib)/float64(raw), "ratio")
-	b.ReportMetric(float64(rawReqs)/n, "raw-req/op")
-	b.ReportMetric(float64(libReqs)/n, "dlock-req/op")
+	b.ReportMetric(float64(rawReqs)/n, "raw-"+unit+"/op")
+	b.ReportMetric(float64(libReqs)/n, "dlock-"+unit+"/op")
 }
 
 // BenchmarkHandoff runs 16 workers, each with a client of its own as 16
