@@ -61,23 +61,7 @@ func TestCostPerSection(t *testing.T) {
 	var mem runtime.MemStats
 	runtime.ReadMemStats(&mem)
 	mallocs := mem.Mallocs
-	var wg sync.WaitGroup
-	for _, m := range ms {
-		wg.Go(func() {
-			for range sections / drivers {
-				l, err := m.Lock(ctxFor(t))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if err := l.Unlock(ctxFor(t)); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	lockInTurns(t, ms, sections/drivers)
 	client := processCPU() - cpu
 	runtime.ReadMemStats(&mem)
 	t.Logf("dlock, %d Drivers: client CPU %.1f µs per section, %.0f allocations per section", drivers, float64(client.Microseconds())/float64(sections), float64(mem.Mallocs-mallocs)/float64(sections))
@@ -92,6 +76,7 @@ func TestCostPerSection(t *testing.T) {
 	del := goredis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 	var n int
 	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
 			c := newRDB(t)
@@ -207,4 +192,27 @@ func logScripts(t *testing.T, rdb *goredis.Client) {
 	for name, a := range per {
 		t.Logf("script %s: %d calls, %.1f µs per call", name, a.n, float64(a.sum.Microseconds())/float64(a.n))
 	}
+}
+
+// lockInTurns has every Mutex of ms Lock and Unlock n times, all at once,
+// and returns when they are done (failures are the test's errors).
+func lockInTurns(t *testing.T, ms []dlock.Mutex, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Go(func() {
+			for range n {
+				l, err := m.Lock(ctxFor(t))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := l.Unlock(ctxFor(t)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -429,23 +429,7 @@ func TestRequestsPerSection(t *testing.T) {
 			ms = append(ms, m)
 		}
 		before := scripts()
-		var wg sync.WaitGroup
-		for _, m := range ms {
-			wg.Go(func() {
-				for range sections / drivers {
-					l, err := m.Lock(ctxFor(t))
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if err := l.Unlock(ctxFor(t)); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
+		lockInTurns(t, ms, sections/drivers)
 		t.Logf("%d Drivers in turn: %.2f scripts per critical section (%d sections)", drivers, float64(scripts()-before)/sections, sections)
 	}
 }
