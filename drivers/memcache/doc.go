@@ -106,7 +106,13 @@
 // frozen past its TTL gains nothing either: its item has expired, so its
 // compare finds no item or another one. The token is drawn by a command
 // that follows the add on the same connection, so the server runs it after
-// the add, as fencing requires.
+// the add, as fencing requires. The proof needs the connection to end at a
+// memcached server: a proxy in between (mcrouter, twemproxy, memcached's
+// own proxy mode) can keep a client's connection open while the server
+// behind it restarts and counts CAS uniques from 1 again, so do not give
+// such a Driver a selector whose addresses are proxies (the gets and cas of
+// the path without one have the same exposure, for the instant between
+// them).
 //
 // memcached expires items in whole seconds, by a clock that a timer advances
 // about once a second. The driver sends the TTL rounded up to whole seconds
