@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -14,18 +15,26 @@ import (
 	"github.com/dlock-go/dlock/internal/testkit"
 )
 
+// conformanceSession is the session timeout, and so the TTL, of the suite's
+// Drivers: longer than testSession, because go-zookeeper drops a connection
+// that hears nothing for two thirds of it, and a contender's request then
+// fails with "connection closed" (a 2 s session lost its connection that
+// way once, in a run with two busy processes and three container suites
+// beside it on 2 cores).
+const conformanceSession = 3 * time.Second
+
 // TestConformance runs the shared suite against the real server, with its
 // fault hooks when the server is this package's container. The suite's TTL
 // is the session timeout: the shortest TTL the Driver accepts.
 func TestConformance(t *testing.T) {
 	base := "/conformance-" + rand.Text()[:8]
-	u := testkit.URL(t, testURL(t, base))
+	u := testkit.URL(t, testkit.WithQuery(t, testURL(t, base), sessionTTLParam, conformanceSession.String()))
 	conn := rawConn(t)
 	h := conformance.Harness{
 		NewDriver: func(ctx context.Context) (driver.Driver, error) {
 			return open(ctx, u)
 		},
-		TTL: testSession,
+		TTL: conformanceSession,
 		// Tampering is what an operator with zkCli would do: delete the
 		// holder's node, or replace it by a stranger's at the head of the
 		// queue.
