@@ -257,7 +257,7 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 	fenced, fenceTried := 0, false
 	if ok >= r.quorum && stillValid(started, req.TTL) {
 		fenceTried = true
-		if fenced = r.secondPhase(ctx, timeout, n, req, token, grants, granted, errs); fenced >= r.quorum && stillValid(started, req.TTL) {
+		if fenced = r.secondPhase(ctx, timeout, started, n, req, token, grants, granted, errs); fenced >= r.quorum && stillValid(started, req.TTL) {
 			if waiter != "" {
 				r.granted(ctx, n, granted)
 			}
@@ -313,17 +313,17 @@ func (r *RedLock) Acquire(ctx context.Context, req driver.Request) (driver.Lease
 // to as many granting masters as a majority still needs, and to one at
 // least, so that some master settles the hold with the lease's token (see
 // [RedLock.Inspect]); when some of those fail to acknowledge it, it writes
-// to the other granting masters in a second round. A fence failure is
-// recorded in errs.
+// to the other granting masters in a second round, while the grant, which
+// started at started, is still valid. A fence failure is recorded in errs.
 //
 // Under contention nearly every master grants, with tokens of its own:
 // writing back only what a majority needs, rather than to every granting
 // master, is 2 requests per acquisition on 5 masters instead of 5.
-func (r *RedLock) secondPhase(ctx context.Context, timeout time.Duration, n names, req driver.Request, token uint64, grants []grant, granted []bool, errs []error) int {
+func (r *RedLock) secondPhase(ctx context.Context, timeout time.Duration, started time.Time, n names, req driver.Request, token uint64, grants []grant, granted []bool, errs []error) int {
 	first, rest, covered := fenceTargets(grants, granted, token, r.quorum)
 	acked := 0
-	for _, want := range [][]bool{first, rest} {
-		if want == nil || (covered+acked >= r.quorum && acked > 0) {
+	for round, want := range [][]bool{first, rest} {
+		if want == nil || (covered >= r.quorum && acked > 0) || (round > 0 && !stillValid(started, req.TTL)) {
 			break
 		}
 		var mu sync.Mutex

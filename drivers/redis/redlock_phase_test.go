@@ -1,8 +1,11 @@
 package redis
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,12 +88,20 @@ func TestRedLockMergeViews(t *testing.T) {
 // to the masters where the second phase used to take 10, and the next
 // grant, on a majority of which only one master knows the token, is above
 // its block.
+//
+// When a master it writes to fails to acknowledge, it writes to the other
+// granting masters in a second round, and the grant stands with a
+// majority of counters past the block.
 func (g *rlGroup) testSecondPhase(t *testing.T) {
 	var counted requestCounter
 	var raw []goredis.UniversalClient
-	for _, a := range g.group.Addrs() {
+	failing := &failFence{}
+	for i, a := range g.group.Addrs() {
 		c := goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1, MaintNotificationsConfig: maintOff()})
 		c.AddHook(&counted)
+		if i == 0 {
+			c.AddHook(failing)
+		}
 		t.Cleanup(func() { _ = c.Close() })
 		raw = append(raw, c)
 		if err := c.Ping(ctxFor(t)).Err(); err != nil { // dialled: no connection's setup is counted below
@@ -111,9 +122,12 @@ func (g *rlGroup) testSecondPhase(t *testing.T) {
 	// Counters above the servers' clocks (in µs), so that each master's
 	// next token is its counter plus one: master 4 issues the highest.
 	base := uint64(1) << 52
-	for i, c := range []uint64{base, base + 10, base + 20, base + 30, base + 1000} {
-		if err := g.raw[i].Set(ctxFor(t), n.fence(), strconv.FormatUint(c, 10), 0).Err(); err != nil {
-			t.Fatal(err)
+	setCounters := func() {
+		t.Helper()
+		for i, c := range []uint64{base, base + 10, base + 20, base + 30, base + 1000} {
+			if err := g.raw[i].Set(ctxFor(t), n.fence(), strconv.FormatUint(c, 10), 0).Err(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	t.Cleanup(func() {
@@ -121,7 +135,40 @@ func (g *rlGroup) testSecondPhase(t *testing.T) {
 			_ = c.Del(ctxFor(t), n.lock, n.fence()).Err()
 		}
 	})
+	// pastBlock reports which masters' counters are past the block of
+	// token.
+	pastBlock := func(token uint64) []bool {
+		t.Helper()
+		var past []bool
+		for _, c := range g.raw {
+			v, err := c.Get(ctxFor(t), n.fence()).Uint64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			past = append(past, v >= token+tokenBlock-1)
+		}
+		return past
+	}
+
+	// Master 0 fails the write-back: masters 2 to 4 get it in a second
+	// round (master 4, which issued the token, only has its hold settled).
+	setCounters()
+	failing.on.Store(true)
 	before := counted.n.Load()
+	l := mustAcquireRL(t, r, testkit.Request(key, 30*time.Second))
+	failing.on.Store(false)
+	if got := counted.n.Load() - before; got != 5+2+3 {
+		t.Errorf("an acquisition whose write-back failed on master 0: %d requests to the masters, want 10 (5 grants, 2 write-backs, then 3)", got)
+	}
+	if want := []bool{false, true, true, true, true}; l.Token() != base+1001 || !slices.Equal(pastBlock(l.Token()), want) {
+		t.Fatalf("token %d, counters past its block %v; want %d, %v", l.Token(), pastBlock(l.Token()), base+1001, want)
+	}
+	if err := l.Release(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	setCounters()
+	before = counted.n.Load()
 	first := mustAcquireRL(t, r, testkit.Request(key, 30*time.Second))
 	if got := counted.n.Load() - before; got != 5+2 {
 		t.Errorf("an acquisition granted by every master: %d requests to the masters, want 7 (5 grants, 2 write-backs)", got)
@@ -130,16 +177,8 @@ func (g *rlGroup) testSecondPhase(t *testing.T) {
 		t.Fatalf("token %d, want the highest issued, %d", first.Token(), base+1001)
 	}
 	end := first.Token() + tokenBlock - 1
-	past := []bool{}
-	for _, c := range g.raw {
-		v, err := c.Get(ctxFor(t), n.fence()).Uint64()
-		if err != nil {
-			t.Fatal(err)
-		}
-		past = append(past, v >= end)
-	}
-	if want := []bool{true, true, false, false, true}; !slices.Equal(past, want) {
-		t.Fatalf("masters whose counters are past the token's block: %v, want %v", past, want)
+	if want := []bool{true, true, false, false, true}; !slices.Equal(pastBlock(first.Token()), want) {
+		t.Fatalf("masters whose counters are past the token's block: %v, want %v", pastBlock(first.Token()), want)
 	}
 	if info, err := r.Inspect(ctxFor(t), key); err != nil || !info.Held || info.Token != first.Token() {
 		t.Errorf("Inspect: %+v, %v; want held with token %d", info, err, first.Token())
@@ -160,4 +199,25 @@ func (g *rlGroup) testSecondPhase(t *testing.T) {
 	if err := second.Release(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// failFence is a go-redis hook that fails the fence script, without
+// sending it, while on is set.
+type failFence struct{ on atomic.Bool }
+
+func (*failFence) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (f *failFence) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if a := cmd.Args(); f.on.Load() && len(a) > 1 && cmd.Name() == "evalsha" && a[1] == fenceScript.Hash() {
+			err := errors.New("failFence: the write-back fails")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (*failFence) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
 }
