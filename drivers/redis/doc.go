@@ -169,8 +169,8 @@
 // first write, so only the loss of a reply leaves an outcome unknown. Extend
 // and Release act only on the hold of their own ID, so a holder whose lease
 // expired never touches its successor's. Token blocks follow the same rule:
-// the script that makes a grant reserves its 16 tokens (on RedLock the
-// block is written back to a majority before the grant is reported), so the
+// the script that makes a grant reserves its 16 tokens (on RedLock a
+// majority's counters are past the block before the grant is reported), so the
 // core's handoff to the Client's other goroutines uses tokens no other grant
 // gets, over the same hold and under the same deadline.
 //
@@ -315,41 +315,54 @@
 // try at the first master's message, to be refused by masters whose
 // release has not run yet. That changes when requests are sent, never
 // what a master grants. Under contention a critical section then costs
-// the grant's two phases and the release on every master, and the refused
-// queued attempt with which a contended Lock joins the queue: about 4
-// requests per master.
+// the grant's first phase and the release on every master, the refused
+// queued attempt with which a contended Lock joins the queue, and the
+// second phase on the masters a majority needs beside the one that issued
+// the token (2 of 5): on 5 masters about 17.5 requests with 16 processes
+// contending, 18.5 with 64 (TestRedLock/RequestsPerSection).
 //
 // Fencing tokens across masters. Each master has its own counter, so the
 // highest token of one majority says nothing by itself about the next,
 // which may be granted by other masters. RedLock therefore acquires in two
-// phases: the token T is the highest the granting majority issued, and it
-// is written back (each granting master's counter raised to the end of T's
-// block of 16, T+15) before the grant is reported, acknowledged by a
-// majority. Any later majority shares a master with that one, whose counter
-// is at least T+15, and so issues more: tokens strictly increase across
-// grants, on any masters, for as long as no master loses its counter, and
-// the Client may hand the lock to its own goroutines with T+1 … T+15 and no
-// request (TokenBlock). A re-entry keeps the token of the
-// entry it joins. The second phase costs one more round trip per
-// acquisition (in parallel on the granting masters); renewal and release
-// cost one.
+// phases: the token T is the highest the granting majority issued, and
+// before the grant is reported a majority of masters must have counters at
+// the end of T's block of 16, T+15, or beyond. A master that issued T (or
+// more) reserved that block with its grant; T is written back to as many
+// other granting masters as a majority still needs (their counters raised
+// to T+15, their holds given T), one at least, and the grant stands when
+// those acknowledge it; when some do not, the other granting masters are
+// written to in a second round. Any later majority shares a master with
+// that majority, whose counter is at least T+15, and so issues more:
+// tokens strictly increase across grants, on any masters, for as long as
+// no master loses its counter, and the Client may hand the lock to its own
+// goroutines with T+1 … T+15 and no request (TokenBlock). A re-entry keeps
+// the token of the entry it joins: a re-entry needs a majority of masters
+// holding the entry, and so one whose hold has T (fewer than a majority
+// hold it with a lower token, unwritten to). The second phase costs one
+// more round trip per acquisition (in parallel, on 2 of 5 masters when all
+// grant); renewal and release cost one.
 //
 // Inspecting across masters. A grant's first phase leaves each master a
 // hold with a token of its own, marked pending; the second phase gives
-// the hold the token T of the lease and settles it (lua/fence.lua). The
-// masters are read one by one, not at one instant, so Inspect reports a
-// holder only by this rule: a quorum of the masters that answered must
-// report the same settled hold, the same holder, token and value (or all
-// hold a stranger's key), and then Info gives that hold's holder, token T
-// and value, with a TTL that a quorum of them still promise. Otherwise,
-// pending holds in the way (a grant between its phases, or one whose
-// second phase reached too few masters and is being given back) or
-// masters that name different holds, the lock is reported free: a hold is
-// never reported with a token other than the one its lease has, nor
-// before a quorum settled it, and an election's follower then sees no
-// leader yet rather than a wrong term. A pending hold does not hide a
+// the hold the token T of the lease and settles it (lua/fence.lua) on the
+// masters it writes to, and the others keep their pending hold, with T on
+// the master that issued it and lower tokens elsewhere. The masters are
+// read one by one, not at one instant, so Inspect reports a holder only by
+// this rule: a quorum of the masters that answered must report the same
+// hold, the same holder and value, settled on one of them at least with a
+// token T that the others' pending holds do not exceed (or all hold a
+// stranger's key), and then Info gives that hold's holder, its settled
+// token T and value, with a TTL that a quorum of them still promise. A
+// holder with two different settled holds among the masters has no
+// pending hold counted for either. Otherwise, pending holds only (a grant
+// between its phases, or one being given back) or masters that name
+// different holds, the lock is reported free: a hold is never reported
+// with a token other than the one its lease has (a settled hold's token is
+// the one the second phase chose), nor before the second phase settled it
+// somewhere, and an election's follower then sees no leader yet rather
+// than a wrong term. A pending hold does not hide a
 // settled one of the same owner (a re-entry under way). As on a single
-// server, a grant settled on a quorum whose acquisition still fails (its
+// server, a grant reported by that rule whose acquisition still fails (its
 // validity ran out, the acknowledgements were lost) is reported until
 // the acquisition gives it back, before returning its error.
 //

@@ -16,15 +16,16 @@ import (
 
 // Inspect describes the lock on key as a majority of the masters see it,
 // by the rule "RedLock" in the package documentation states: it is held
-// when a quorum of masters report the same settled hold (the same mode,
-// holder, fencing token and value; or a stranger's key), and that hold's
-// holder, token and value are reported, so that the token is always the
-// one the holder's lease has; its TTL is the time until fewer than a
-// quorum of those masters would still hold it, and its waiters the most
-// any master counts (each waiting driver subscribes on every master). A
-// lock no quorum agrees on, a grant in its second phase among them, is
-// reported free, with the highest token a free master issued. It fails
-// when fewer than a quorum of masters answer.
+// when a quorum of masters report the same hold (the same mode, holder,
+// and value; or a stranger's key), settled on one of them at least with
+// the fencing token the others' do not exceed (see mergeViews), and that
+// hold's holder, settled token and value are reported, so that the token
+// is always the one the holder's lease has; its TTL is the time until
+// fewer than a quorum of those masters would still hold it, and its
+// waiters the most any master counts (each waiting driver subscribes on
+// every master). A lock no quorum agrees on, a grant no master has settled
+// yet among them, is reported free, with the highest token a free master
+// issued. It fails when fewer than a quorum of masters answer.
 func (r *RedLock) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	if err := r.enter(ctx); err != nil {
 		return driver.Info{}, err
@@ -76,15 +77,21 @@ type rlHold struct {
 	value    string
 }
 
-// mergeViews is the majority's view of the masters' replies: the settled
-// hold (or stranger's key) that a quorum of them report alike, or a free
-// lock when there is none. Masters whose holds are all pending, and those
-// that report another hold, count for no hold: a grant whose second phase
-// has not settled it on a quorum is not reported, and no token a lease
-// does not have can come from a master that has not settled it.
+// mergeViews is the majority's view of the masters' replies: the hold (or
+// stranger's key) that a quorum of them report alike, at least one of them
+// settled, or a free lock when there is none. The second phase settles a
+// grant only on as many masters as a majority needs (see
+// RedLock.secondPhase), so a master whose holds are all pending counts for
+// the settled hold of the same mode, holder and value when its own token is
+// no higher (the second phase only raises a hold's token, to the lease's)
+// and that holder has one settled hold among the views; otherwise it counts
+// for no hold, nor does a master that reports another hold. A grant that no
+// master settled yet is not reported, and the token reported always comes
+// from a master that settled it: the lease's.
 func mergeViews(views []inspectView, quorum int) driver.Info {
 	var out driver.Info
 	groups := map[rlHold][]driver.Info{}
+	var pending []driver.Info
 	for _, v := range views {
 		in := v.info
 		out.Waiters = max(out.Waiters, in.Waiters)
@@ -96,6 +103,21 @@ func mergeViews(views []inspectView, quorum int) driver.Info {
 		case v.settled:
 			h := rlHold{mode: in.Mode, owner: in.Owner, token: in.Token, value: in.Value}
 			groups[h] = append(groups[h], in)
+		case in.Owner != "":
+			pending = append(pending, in)
+		}
+	}
+	for _, in := range pending {
+		var join rlHold
+		alike := 0
+		for h := range groups {
+			if !h.stranger && h.mode == in.Mode && h.owner == in.Owner && h.value == in.Value {
+				join = h
+				alike++
+			}
+		}
+		if alike == 1 && in.Token <= join.token {
+			groups[join] = append(groups[join], in)
 		}
 	}
 	// Each master is in one group at most, so at most one has a quorum.
