@@ -17,7 +17,7 @@ import (
 // skipped.
 func printTable(out io.Writer, res results) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "backend\tcontender\tacquire+release p50\tp99\trequests\thandoff p50, 1 waiter\t16 waiters\trequests/cs (16)\tcs/s, contended\tclients\tJain\tlongest wait\tmax/p50\trequests/cs\t")
+	fmt.Fprintln(w, "backend\tcontender\tacquire+release p50\tp99\trequests\thandoff p50, 1 waiter\t16 waiters\trequests/cs (16)\tcs/s, contended\tclients\tJain\tlongest wait\tmax/p50\trequests/cs\tCPU/cs machine\tprocess\tbusy\t")
 	for _, r := range res.Rows {
 		p50, p99 := "=", "="
 		if r.Uncontended != nil {
@@ -25,10 +25,15 @@ func printTable(out io.Writer, res results) {
 		}
 		h1, h16 := r.handoff(1), r.handoff(16)
 		c := r.Contended
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%d\t%.2f\t%s\t%.0f\t%s\t\n",
+		machine, process, busy := "–", "–", "–"
+		if c.CPU != nil {
+			machine, process, busy = benchkit.Short(c.CPU.Machine), benchkit.Short(c.CPU.Process), fmt.Sprintf("%.0f%%", 100*c.CPU.Busy)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%d\t%.2f\t%s\t%.0f\t%s\t%s\t%s\t%s\t\n",
 			r.Backend, r.Contender, p50, p99, benchkit.PerOp(r.UncontendedRequests),
 			benchkit.Short(h1.Latency.P50), benchkit.Short(h16.Latency.P50), benchkit.PerOp(h16.Requests),
-			c.PerSecond, c.Clients, c.Jain, benchkit.Short(c.Wait.Max), c.MaxOverP50, benchkit.PerOp(c.Requests))
+			c.PerSecond, c.Clients, c.Jain, benchkit.Short(c.Wait.Max), c.MaxOverP50, benchkit.PerOp(c.Requests),
+			machine, process, busy)
 	}
 	w.Flush()
 	for _, s := range res.Skipped {
@@ -39,8 +44,8 @@ func printTable(out io.Writer, res results) {
 // printMarkdown prints the README's table: a row per contender, the
 // backend named on its first row only.
 func printMarkdown(out io.Writer, res results) {
-	fmt.Fprintln(out, "| backend | contender | acquire+release p50 (p99) | handoff p50, 1 waiter / 16 waiters | critical sections/s, 64 contenders (Jain, longest wait) | requests per critical section |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| backend | contender | acquire+release p50 (p99) | handoff p50, 1 waiter / 16 waiters | critical sections/s, 64 contenders (Jain, longest wait) | requests per critical section | CPU per critical section: machine (clients), cores busy |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|")
 	for i, r := range res.Rows {
 		backend := r.Backend
 		if i > 0 && res.Rows[i-1].Backend == r.Backend {
@@ -51,9 +56,13 @@ func printMarkdown(out io.Writer, res results) {
 			uncontended = fmt.Sprintf("%s (%s)", benchkit.Short(r.Uncontended.P50), benchkit.Short(r.Uncontended.P99))
 		}
 		c := r.Contended
-		fmt.Fprintf(out, "| %s | %s | %s | %s / %s | %s (%.2f, %s) | %s |\n", backend, r.Contender, uncontended,
+		cpu := "–"
+		if c.CPU != nil {
+			cpu = fmt.Sprintf("%s (%s), %.0f%%", benchkit.Short(c.CPU.Machine), benchkit.Short(c.CPU.Process), 100*c.CPU.Busy)
+		}
+		fmt.Fprintf(out, "| %s | %s | %s | %s / %s | %s (%.2f, %s) | %s | %s |\n", backend, r.Contender, uncontended,
 			benchkit.Short(r.handoff(1).Latency.P50), benchkit.Short(r.handoff(16).Latency.P50),
-			thousands(c.PerSecond), c.Jain, benchkit.Short(c.Wait.Max), benchkit.PerOp(c.Requests))
+			thousands(c.PerSecond), c.Jain, benchkit.Short(c.Wait.Max), benchkit.PerOp(c.Requests), cpu)
 	}
 	for _, s := range res.Skipped {
 		fmt.Fprintf(out, "\nskipped %s: %s\n", s.Backend, s.Reason)

@@ -17,6 +17,7 @@ type Contended struct {
 	Duration   time.Duration `json:"duration_ns"`
 	Sections   int           `json:"sections"`           // critical sections in the run
 	Requests   float64       `json:"requests,omitempty"` // backend requests per critical section, when counted
+	CPU        *CPU          `json:"cpu,omitempty"`      // what the run cost the machine, where it can be read
 }
 
 // MeasureContended runs goroutines, spread over clients clients, locking and
@@ -74,6 +75,7 @@ func MeasureContendedLockers(ctx context.Context, lockers []Locker, clients int,
 		}
 	}
 	r0 := startCount(requests)
+	cpu0 := markCPU()
 	start := time.Now()
 	for g, l := range lockers {
 		wg.Go(func() {
@@ -114,6 +116,7 @@ func MeasureContendedLockers(ctx context.Context, lockers []Locker, clients int,
 		}
 	}
 	c.Requests = perSection(requests, r0, c.Sections)
+	c.CPU = cpuSince(cpu0, c.Sections)
 	return c, nil
 }
 
