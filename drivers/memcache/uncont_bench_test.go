@@ -18,13 +18,15 @@ import (
 )
 
 // BenchmarkUncontendedCost counts what one uncontended Lock and Unlock
-// costs in figures that do not move with the machine's load: allocations
+// costs, in figures a loaded machine skews less than timings: allocations
 // per op (-benchmem), this process's CPU per op (cpu-ns/op, getrusage:
-// core, driver and gomemcache together) and the server's CPU per op
-// (srv-ns/op, from memcached's rusage in "stats"). "dlock" is a Driver that
+// core, driver and gomemcache together), its read and write system calls
+// per op (rw-syscalls/op, /proc/self/io) and the server's CPU per op
+// (srv-ns/op, memcached's rusage in "stats"). "dlock" is a Driver that
 // knows its selector (the meta path, as one made from a URL); "raw" is the
-// peers' design, add then delete, through a gomemcache client made the same
-// way. ns/op is timed and only meaningful on a quiet machine.
+// peers' design, add then delete, through a gomemcache client made the
+// same way. ns/op is timed and only meaningful on a quiet machine; compare
+// dlock with raw within one run.
 //
 //	go test -run '^$' -bench UncontendedCost -benchmem -benchtime 5000x ./drivers/memcache/
 func BenchmarkUncontendedCost(b *testing.B) {
