@@ -213,27 +213,56 @@ end
 -- pattern match per entry) costs the server about 2 µs per waiting Driver,
 -- and a release reads it to find the head, on the path from one holder to
 -- the next. So a full reading also writes the field "q:" (no Driver's name
--- holds ':') with the names of the first live entries in order, at most
--- qcache of them, separated by spaces; later readings take the first of
--- them whose entry is still live, and read everything again only when none
--- is. That is the head: at the full reading every live entry not named
--- came after the last one named, and an entry added since was first
--- refused later, so it has a greater SEQ (SEQ is the server's clock; should
--- that clock step back, a later entry is served after the names cached,
--- a question of order only). The cache only chooses which waiter is the
--- head: a lock is granted, by a release or an acquisition, only when it
--- is free, as before. Versions that
--- know no "q:" field delete it (it does not parse as an entry), and their
--- entries have SEQs like everyone's.
+-- holds ':') with the first live entries in order, at most qcache of them,
+-- each as NAME@SEQ, separated by spaces; later readings take the first of
+-- them whose entry is still live with that SEQ, and read everything again
+-- only when none is. The queue's order is by SEQ, then by name (so that
+-- every master of a RedLock orders equal tickets alike).
+--
+-- That is the head because of what the cache keeps true (its invariant):
+-- every live entry either is named in it with its SEQ, or comes after the
+-- last one named. A full reading makes it true. An entry that stays live
+-- keeps its SEQ (enqueue renews it in place), so only enqueue writing a
+-- pair the cache does not name (a new entry, a lapsed one renewed, a name
+-- back with another SEQ) can break it, and enqueue then drops "q:" unless
+-- the pair comes after the last one named. On one server a new SEQ is the
+-- server's clock, later than every one cached, so the cache survives; a
+-- RedLock's SEQs are its waiters' tickets, which may reach a master in any
+-- order, and one that would go before a cached name empties the cache
+-- there, so the next reading is a full one. Names are only ever dropped
+-- from the cache's front while they are not live with their SEQ. So the
+-- first live cached pair is the least live entry, as a full reading finds
+-- it, and every master that holds the same entries names the same head,
+-- with or without a cache. The cache only chooses which waiter is the
+-- head: a lock is granted, by a release or an acquisition, only when it is
+-- free, as before. Versions that know no "q:" field delete it (it does not
+-- parse as an entry) at their next full reading; a cache without "@" (the
+-- first version of the cache, which named no SEQs and could name a later
+-- waiter as the head under RedLock) names nothing and is read again.
 local qcache = 16
 
--- qlive returns the expiry of name's entry in the queue when it is live.
-local function qlive(qkey, name, now)
+-- qentry parses a queue entry's value, "SEQ EXPIRY", into two numbers, or
+-- returns nil.
+local function qentry(v)
+  local seq, exp = string.match(v, '^(%d+) (%d+)$')
+  if not seq then return nil end
+  return tonumber(seq), tonumber(exp)
+end
+
+-- qbefore reports whether the entry (seq1, name1) goes before (seq2,
+-- name2) in the queue's order.
+local function qbefore(seq1, name1, seq2, name2)
+  if seq1 ~= seq2 then return seq1 < seq2 end
+  return name1 < name2
+end
+
+-- qlive returns the expiry of name's entry in the queue when it is live
+-- with the SEQ seq.
+local function qlive(qkey, name, seq, now)
   local v = redis.call('HGET', qkey, name)
   if not v then return nil end
-  local seq, exp = string.match(v, '^(%d+) (%d+)$')
-  exp = tonumber(exp)
-  if not seq or not exp or exp <= now then return nil end
+  local s, exp = qentry(v)
+  if s ~= seq or exp <= now then return nil end
   return exp
 end
 
@@ -250,8 +279,7 @@ local function qscan(qkey, now)
     if tag == 'g:' then
       g[string.sub(f, 3)] = raw[i + 1]
     elseif tag ~= 'q:' then
-      local seq, exp = string.match(raw[i + 1], '^(%d+) (%d+)$')
-      seq, exp = tonumber(seq), tonumber(exp)
+      local seq, exp = qentry(raw[i + 1])
       if not seq or exp <= now then
         redis.call('HDEL', qkey, f)
       else
@@ -267,9 +295,11 @@ local function qscan(qkey, now)
     redis.call('HDEL', qkey, 'q:')
     return nil
   end
-  table.sort(order, function(a, b) return a[1] < b[1] end)
+  table.sort(order, function(a, b) return qbefore(a[1], a[2], b[1], b[2]) end)
   local names = {}
-  for i = 1, math.min(#order, qcache) do names[i] = order[i][2] end
+  for i = 1, math.min(#order, qcache) do
+    names[i] = order[i][2] .. '@' .. string.format('%.0f', order[i][1])
+  end
   redis.call('HSET', qkey, 'q:', table.concat(names, ' '))
   local head = order[1][2]
   return head, g[head], live[head]
@@ -277,13 +307,14 @@ end
 
 -- qhead returns the queue's head, or nil; and, for the head, its g: field
 -- or nil, and its entry's expiry. It takes the head from the cached order
--- when one of its names is live (dropping the names before it), and reads
+-- when one of its pairs is live (dropping the pairs before it), and reads
 -- the whole queue otherwise.
 local function qhead(qkey, now)
   local cached = redis.pcall('HGET', qkey, 'q:')
   if type(cached) == 'string' then
-    for at, name in string.gmatch(cached, '()(%S+)') do
-      local exp = qlive(qkey, name, now)
+    for at, pair in string.gmatch(cached, '()(%S+)') do
+      local name, seq = string.match(pair, '^(.+)@(%d+)$')
+      local exp = name and qlive(qkey, name, tonumber(seq), now)
       if exp then
         if at > 1 then
           redis.call('HSET', qkey, 'q:', string.sub(cached, at))
@@ -294,6 +325,23 @@ local function qhead(qkey, now)
     end
   end
   return qscan(qkey, now)
+end
+
+-- qadmit keeps the cached order's invariant (see above) as enqueue writes
+-- name's entry with seq when it was not live with it: the cache stays when
+-- it names the pair, or when the pair comes after the last one it names,
+-- and is dropped otherwise.
+local function qadmit(qkey, name, seq)
+  local cached = redis.call('HGET', qkey, 'q:')
+  if not cached then return end
+  local mine, last = name .. '@' .. seq, nil
+  for pair in string.gmatch(cached, '%S+') do
+    if pair == mine then return end
+    last = pair
+  end
+  local lname, lseq = string.match(last or '', '^(.+)@(%d+)$')
+  if lname and qbefore(tonumber(lseq), lname, tonumber(seq), name) then return end
+  redis.call('HDEL', qkey, 'q:')
 end
 
 -- qdel takes name out of the queue, with its g: field, and the cached
@@ -309,9 +357,16 @@ end
 -- enqueue adds waiter at the queue's tail, or renews its entry in place.
 -- gi is the attempt's g: field (see above): a string writes it, false
 -- deletes it, nil leaves the field as it is (RedLock, which has none).
+-- A waiter's entry keeps its SEQ as long as it is there, live or lapsed;
+-- us is the SEQ of a new one (RedLock's ticket, or the server's clock).
 local function enqueue(qkey, waiter, us, now, life, gi)
   local cur = redis.call('HGET', qkey, waiter)
-  local seq = cur and string.match(cur, '^(%d+) ') or string.format('%.0f', us)
+  local cseq, cexp
+  if cur then cseq, cexp = qentry(cur) end
+  local seq = cseq and string.format('%.0f', cseq) or string.format('%.0f', us)
+  if not (cseq and cexp > now) then
+    qadmit(qkey, waiter, seq)
+  end
   redis.call('HSET', qkey, waiter, seq .. ' ' .. string.format('%.0f', now + life))
   if gi then
     redis.call('HSET', qkey, 'g:' .. waiter, gi)
