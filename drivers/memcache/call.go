@@ -82,18 +82,40 @@ func serverReplied(err error) bool {
 // whose ops are owner-checked and harmless to finish late; Acquire runs
 // synchronously, as it must give back a grant that arrives after ctx ended.
 func (d *Driver) async(ctx context.Context, op func() error) error {
+	return d.asyncAfter(ctx, nil, func(bool) error { return op() })
+}
+
+// asyncAfter is async for an operation that may be settled first by a step
+// that ctx bounds itself (a meta round on the driver's own connections,
+// metacas.go): first runs at once on the caller's goroutine, and when it
+// settles the outcome (handled) its error is the result, with no goroutine
+// started, which an uncontended Release would otherwise pay on every call
+// (the core bounds each Release by a context that can end). Otherwise op
+// runs as async runs it, told by maybeApplied that first may have taken
+// effect. first is also how a ctx that ended during it is ridden: it
+// reports the outcome unknown, and op, which finishes in the background
+// when ctx has ended, settles it. A nil first settles nothing.
+func (d *Driver) asyncAfter(ctx context.Context, first func(ctx context.Context) (handled, maybeApplied bool, err error), op func(maybeApplied bool) error) error {
 	done, err := d.enter(ctx)
 	if err != nil {
 		return err
 	}
+	maybeApplied := false
+	if first != nil {
+		var handled bool
+		if handled, maybeApplied, err = first(ctx); handled {
+			done()
+			return err
+		}
+	}
 	if ctx.Done() == nil {
 		defer done()
-		return op()
+		return op(maybeApplied)
 	}
 	result := make(chan error, 1)
 	go func() {
 		defer done()
-		result <- op()
+		result <- op(maybeApplied)
 	}()
 	select {
 	case err := <-result:

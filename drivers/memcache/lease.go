@@ -86,13 +86,12 @@ func (l *lease) extend(secs int32) error {
 // compare-and-delete on the CAS unique of the lease's last write when it is
 // known (metacas.go), else by a compare-and-swap on the value read that
 // makes it expire at once; otherwise it changes nothing and returns
-// ErrNotHeld.
+// ErrNotHeld. The compare-and-delete is bounded by ctx itself and runs on
+// the caller's goroutine (asyncAfter); the fallback, which gomemcache runs
+// without a context, finishes in the background when ctx ends first, and
+// is what settles a compare-and-delete that ctx cut short.
 func (l *lease) Release(ctx context.Context) error {
-	return l.d.async(ctx, func() error {
-		handled, maybeDone, err := l.releaseMeta(context.Background())
-		if handled {
-			return err
-		}
+	return l.d.asyncAfter(ctx, l.releaseMeta, func(maybeDone bool) error {
 		return l.d.releaseByID(l.names, l.id, maybeDone)
 	})
 }
