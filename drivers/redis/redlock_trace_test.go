@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,7 +48,30 @@ func TestRedLockHandoffTrace(t *testing.T) {
 	}}
 	key := "trace/" + testkit.NewID()
 	ctx := t.Context()
+	// An observer subscribed to every channel of every master sees each
+	// release's notification arrive (as a waiter's connection would), which
+	// splits the hop from the release to the next attempt in two.
+	var pubs []rlPub
+	var pubMu sync.Mutex
+	for m, a := range group.Addrs() {
+		oc := goredis.NewClient(&goredis.Options{Addr: a})
+		t.Cleanup(func() { _ = oc.Close() })
+		ps := oc.PSubscribe(ctx, "*")
+		if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ps.Close() })
+		go func() {
+			for msg := range ps.Channel(goredis.WithChannelSize(1 << 16)) {
+				now := time.Now()
+				pubMu.Lock()
+				pubs = append(pubs, rlPub{master: m, channel: msg.Channel, at: now})
+				pubMu.Unlock()
+			}
+		}()
+	}
 	var mutexes []dlock.Mutex
+	var selves []string
 	for c := range contenders {
 		var clients []goredis.UniversalClient
 		for m, a := range group.Addrs() {
@@ -60,6 +84,7 @@ func TestRedLockHandoffTrace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		selves = append(selves, rl.self)
 		dc, err := dlock.New(rl)
 		if err != nil {
 			t.Fatal(err)
@@ -74,11 +99,25 @@ func TestRedLockHandoffTrace(t *testing.T) {
 	// A short warm-up (connections dialled, scripts loaded), not traced.
 	traceLoop(ctx, t, mutexes, 500*time.Millisecond)
 	tr.reset()
+	pubMu.Lock()
+	pubs = nil
+	pubMu.Unlock()
 	sections := traceLoop(ctx, t, mutexes, runFor)
 	events := tr.take()
+	pubMu.Lock()
+	seen := slices.Clone(pubs)
+	pubMu.Unlock()
 	t.Logf("%d contenders, %v: %d critical sections (%.0f/s), %d traced requests (%.1f per section)",
 		contenders, runFor, len(sections), float64(len(sections))/runFor.Seconds(), len(events), float64(len(events))/float64(len(sections)))
-	analyseRedLock(t, sections, events, len(group.Addrs()))
+	analyseRedLock(t, sections, events, len(group.Addrs()), seen, selves)
+}
+
+// rlPub is a message the observer received: when, on which master and
+// channel.
+type rlPub struct {
+	master  int
+	channel string
+	at      time.Time
 }
 
 // traceEnvInt is the positive integer in the environment variable name, or
@@ -232,7 +271,9 @@ func (h traceHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis
 // Unlock called to sections[i+1]'s Lock returned) into steps, from the
 // events of the holder's release and the next holder's winning attempt,
 // and logs each step's p50.
-func analyseRedLock(t *testing.T, sections []traceSection, events []rlEvent, masters int) {
+func analyseRedLock(t *testing.T, sections []traceSection, events []rlEvent, masters int, pubs []rlPub, selves []string) {
+	slices.SortFunc(pubs, func(a, b rlPub) int { return a.at.Compare(b.at) })
+	t.Logf("%.2f notifications seen per section", float64(len(pubs))/float64(len(sections)))
 	quorum := masters/2 + 1
 	byClient := map[int][]rlEvent{}
 	counts := map[string]int{}
@@ -299,9 +340,22 @@ func analyseRedLock(t *testing.T, sections []traceSection, events []rlEvent, mas
 		relSent, relReplies := firstSent(rel), repliesOf(rel)
 		acqReplies := repliesOf(acq)
 		add("1 Unlock called → release sent", relSent.Sub(a.unlock))
+		add("2a release sent → first reply", relReplies[0].Sub(relSent))
 		add("2 release sent → reply of the majority ("+fmt.Sprint(quorum)+"th)", relReplies[quorum-1].Sub(relSent))
 		add("2b release sent → last reply (Unlock returns after it)", relReplies[len(relReplies)-1].Sub(relSent))
 		add("3 release's first reply → next holder's attempt sent (notification)", won.Sub(relReplies[0]))
+		// The first notification to the next holder (on its personal
+		// channel) that the observer saw after the release was sent.
+		i, _ := slices.BinarySearchFunc(pubs, relSent, func(p rlPub, t time.Time) int { return p.at.Compare(t) })
+		for ; i < len(pubs); i++ {
+			if strings.HasSuffix(pubs[i].channel, ":"+selves[b.client]) {
+				break
+			}
+		}
+		if i < len(pubs) && pubs[i].at.Before(b.locked) {
+			add("3a release sent → its notification to the next holder seen (observer)", pubs[i].at.Sub(relSent))
+			add("3b notification seen → next holder's attempt sent", won.Sub(pubs[i].at))
+		}
 		if won.Before(a.unlock) {
 			wakeLate++ // the winning attempt started before the release (a retry that happened to come after)
 		}
