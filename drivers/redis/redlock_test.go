@@ -49,6 +49,7 @@ func TestRedLock(t *testing.T) {
 	})
 	t.Run("NoGoroutineLeak", g.testNoGoroutineLeak)
 	t.Run("FailedAttemptKeepsItsPlace", g.testFailedAttemptKeepsItsPlace)
+	t.Run("LateTicketIsHead", g.testLateTicketIsHead)
 	t.Run("HeadWaitsForMajority", g.testHeadWaitsForMajority)
 	t.Run("ContendedClients", g.testContendedClients)
 	t.Run("ContendedClientsWithoutQueue", g.testContendedClientsWithoutQueue)

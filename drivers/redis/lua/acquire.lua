@@ -202,7 +202,7 @@ if mode == 'x' and owner == '' and not taken then
     return refuse(math.floor(life / 3))
   end
   if head then
-    redis.call('HDEL', KEYS[3], waiter, 'g:' .. waiter)
+    qdel(KEYS[3], waiter)
   end
 end
 local token, err = advance(KEYS[2], us, block)

@@ -67,7 +67,7 @@ local function handoff(s, us, now)
     if exp and exp > now then
       local token = advance(KEYS[3], us, tonumber(block))
       if token then
-        redis.call('HDEL', KEYS[2], head, 'g:' .. head)
+        qdel(KEYS[2], head)
         s = s or load(KEYS[1], now, {})
         s.mode = 'x'
         if s.wait > 0 then
