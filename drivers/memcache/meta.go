@@ -43,6 +43,10 @@ type metaConns struct {
 type metaConn struct {
 	nc net.Conn
 	rw *bufio.ReadWriter
+	// cut is set by a round whose ctx ended as it finished: the deadline in
+	// the past that cuts a round short may still land on the connection, at
+	// any later moment, so it must not be used again.
+	cut bool
 }
 
 func newMetaConns(sel gomemcache.ServerSelector, mc *gomemcache.Client) *metaConns {
@@ -104,10 +108,11 @@ func (p *metaConns) take(addr net.Addr, c *metaConn) bool {
 	return false
 }
 
-// put returns a healthy connection to the pool, or closes it.
+// put returns a healthy connection to the pool, or closes it (also one
+// that a round's ended ctx may still cut).
 func (p *metaConns) put(addr net.Addr, c *metaConn) {
 	p.mu.Lock()
-	if !p.closed && len(p.idle[addr.String()]) < p.maxIdle {
+	if !p.closed && !c.cut && len(p.idle[addr.String()]) < p.maxIdle {
 		p.idle[addr.String()] = append(p.idle[addr.String()], c)
 		c = nil
 	}
@@ -144,7 +149,14 @@ func (c *metaConn) round(ctx context.Context, timeout time.Duration, cmds []byte
 		return err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	defer func() {
+		if !stop() {
+			// ctx ended and the cut is under way, maybe after this round
+			// read its last reply: it would land on the next round's
+			// deadline, and fail it with an i/o timeout at once.
+			c.cut = true
+		}
+	}()
 	if _, err := c.rw.Write(cmds); err != nil {
 		return err
 	}
